@@ -1,0 +1,120 @@
+/*
+ * payments-api - accept payment decisions over HTTP
+ *
+ * DESCRIPTION  POST /v1/payments validates a decision and commits the payment,
+ *              its outbox row and its idempotency record in one PostgreSQL
+ *              transaction; the 202 is sent only after that COMMIT. The same
+ *              event again gets the same answer and writes nothing.
+ * SECURITY     Bearer API_TOKEN on /v1, ADMIN_TOKEN on /admin, compared in
+ *              constant time. Never logs tokens or request bodies.
+ * ENVIRONMENT  DATABASE_URL, AMQP_URL, API_TOKEN, ADMIN_TOKEN (required);
+ *              API_LISTEN (127.0.0.1:8080), OUTBOX_MAX_BACKLOG (100000),
+ *              LOG_LEVEL (info), LOG_FORMAT (text), GATEWAY_FAILPOINTS.
+ * SIGNALS      SIGTERM/SIGINT: stop accepting, finish requests in flight, exit 0.
+ * EXIT STATUS  0 clean stop; 78 bad configuration; 1 anything else.
+ */
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+
+#include "api/api_metrics.h"
+#include "api/db_pool.h"
+#include "api/outbox_watch.h"
+#include "api/routes.h"
+#include "shared/config.h"
+#include "shared/db.h"
+#include "shared/failpoint.h"
+#include "shared/http.h"
+#include "shared/log.h"
+#include "shared/token.h"
+
+#define HTTP_THREADS     8
+#define DB_POOL_SIZE     8
+#define CONNECTION_LIMIT 1000
+#define IDLE_TIMEOUT_S   30
+#define STOP_GRACE_MS    8000
+#define STARTUP_WAIT_S   30
+
+/* Wait for PostgreSQL at start-up (it may still be starting), then check the schema. */
+static int check_database(const gw_config *cfg)
+{
+    db_conn *db = NULL;
+    char target[160];
+    int rc = 1;
+
+    config_db_target(cfg->database_url, target, sizeof target);
+    for (int waited = 0;; waited++) {
+        if (db == NULL && db_open(cfg->database_url, "payments-api", NULL, 0, false, &db) == GW_OK)
+            break;
+        if (waited >= STARTUP_WAIT_S) {
+            log_error("db_unavailable", "target=%s waited_s=%d", target, waited);
+            return 1;
+        }
+        sleep(1);
+    }
+    if (db_check_schema(db) == GW_OK)
+        rc = 0;
+    db_close(db);
+    return rc;
+}
+
+int main(void)
+{
+    const gw_config *cfg =
+        config_load_or_exit(CONFIG_NEED_DB | CONFIG_NEED_AMQP | CONFIG_NEED_TOKENS);
+    http_options opt = {0};
+    api_metrics am = {0};
+    api_app app = {0};
+    http_server *server = NULL;
+    sigset_t stop_set;
+    int sig = 0, rc = 1;
+
+    log_init("payments-api", cfg->log_level, cfg->log_format);
+    failpoint_init(cfg->failpoints);
+    if (!token_init()) {
+        log_error("crypto_init_failed", "library=libsodium");
+        return 1;
+    }
+    /* signals are read by sigwait() below: block them before any thread starts */
+    sigemptyset(&stop_set);
+    sigaddset(&stop_set, SIGTERM);
+    sigaddset(&stop_set, SIGINT);
+    pthread_sigmask(SIG_BLOCK, &stop_set, NULL);
+    signal(SIGPIPE, SIG_IGN);
+
+    if (check_database(cfg) != 0)
+        return 1;
+    api_metrics_init(&am);
+    app.cfg = cfg;
+    app.payments.metrics = &am;
+    if (db_pool_new(cfg->database_url, DB_POOL_SIZE, payments_stmts, payments_nstmts,
+                    &app.payments.pool) != GW_OK)
+        goto cleanup;
+    if (outbox_watch_start(cfg->database_url, cfg->outbox_max_backlog, &am, &app.payments.watch) !=
+        GW_OK)
+        goto cleanup;
+
+    opt.listen = cfg->api_listen;
+    opt.threads = HTTP_THREADS;
+    opt.connection_limit = CONNECTION_LIMIT;
+    opt.timeout_s = IDLE_TIMEOUT_S;
+    opt.early = routes_early;
+    opt.handler = routes_handle;
+    opt.app = &app;
+    if (http_server_start(&opt, &server) != GW_OK)
+        goto cleanup;
+
+    sigwait(&stop_set, &sig);
+    log_info("stopping", "signal=%d", sig);
+    http_server_stop(server, STOP_GRACE_MS); /* requests in flight finish and are answered */
+    server = NULL;
+    rc = 0;
+cleanup:
+    http_server_stop(server, 0);
+    outbox_watch_stop(app.payments.watch);
+    db_pool_free(app.payments.pool);
+    api_metrics_deinit(&am);
+    log_info("stopped", "status=%d", rc);
+    return rc;
+}

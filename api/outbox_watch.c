@@ -1,0 +1,152 @@
+/* api/outbox_watch.c - one thread, one connection, two cheap duties */
+#include "api/outbox_watch.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+
+#include "shared/db.h"
+#include "shared/log.h"
+
+struct outbox_watch {
+    pthread_t thread;
+    pthread_mutex_t lock;
+    pthread_cond_t wake;
+    bool notify_pending; /* under lock */
+    bool stopping;       /* under lock */
+    atomic_bool over_limit;
+    long max_backlog;
+    api_metrics *m;
+    db_conn *db;
+};
+
+static const db_stmt watch_stmts[] = {
+    {"backlog", "SELECT (SELECT count(*) FROM (SELECT 1 FROM outbox WHERE state = 'pending' "
+                "LIMIT $1::bigint) s), "
+                "coalesce(extract(epoch FROM now() - (SELECT created_at FROM outbox "
+                "WHERE state = 'pending' ORDER BY id LIMIT 1)), 0)"},
+};
+
+static void refresh_backlog(outbox_watch *w)
+{
+    char lim[24];
+    const char *params[1] = {lim};
+    PGresult *res;
+    long pending;
+
+    if (db_ensure(w->db) != GW_OK)
+        return; /* keep the last estimate: accepts fail on their own while the DB is down */
+    snprintf(lim, sizeof lim, "%ld", w->max_backlog + 1);
+    res = db_prepared(w->db, "backlog", 1, params);
+    if (db_check(res, PGRES_TUPLES_OK, "backlog") == GW_OK) {
+        pending = atol(PQgetvalue(res, 0, 0));
+        metrics_set(w->m->outbox_backlog, (double)pending);
+        metrics_set(w->m->outbox_oldest_age, atof(PQgetvalue(res, 0, 1)));
+        if ((pending > w->max_backlog) != atomic_load(&w->over_limit))
+            log_warn("outbox_backlog", "pending=%ld limit=%ld backpressure=%s", pending,
+                     w->max_backlog, pending > w->max_backlog ? "on" : "off");
+        atomic_store(&w->over_limit, pending > w->max_backlog);
+    }
+    PQclear(res);
+}
+
+static void send_notify(outbox_watch *w)
+{
+    if (db_ensure(w->db) != GW_OK)
+        return; /* the relay polls too: a lost wake-up only delays */
+    if (db_exec(w->db, "NOTIFY " OUTBOX_NOTIFY_CHANNEL) == GW_OK)
+        metrics_add(w->m->notify_sent, 1);
+}
+
+static void *watch_main(void *arg)
+{
+    outbox_watch *w = arg;
+    struct timespec next;
+
+    clock_gettime(CLOCK_REALTIME, &next);
+    pthread_mutex_lock(&w->lock);
+    while (!w->stopping) {
+        struct timespec now;
+
+        if (w->notify_pending) {
+            w->notify_pending = false; /* everything committed so far rides on this one */
+            pthread_mutex_unlock(&w->lock);
+            send_notify(w);
+            pthread_mutex_lock(&w->lock);
+            continue;
+        }
+        clock_gettime(CLOCK_REALTIME, &now);
+        if (now.tv_sec > next.tv_sec ||
+            (now.tv_sec == next.tv_sec && now.tv_nsec >= next.tv_nsec)) {
+            pthread_mutex_unlock(&w->lock);
+            refresh_backlog(w);
+            pthread_mutex_lock(&w->lock);
+            clock_gettime(CLOCK_REALTIME, &next);
+            next.tv_sec += 1;
+            continue;
+        }
+        pthread_cond_timedwait(&w->wake, &w->lock, &next);
+    }
+    pthread_mutex_unlock(&w->lock);
+    return NULL;
+}
+
+gw_err outbox_watch_start(const char *url, long max_backlog, api_metrics *m, outbox_watch **out)
+{
+    outbox_watch *w = calloc(1, sizeof *w);
+    gw_err err;
+
+    if (w == NULL)
+        return GW_ERR_NOMEM;
+    w->max_backlog = max_backlog;
+    w->m = m;
+    atomic_init(&w->over_limit, false);
+    err = db_open(url, "payments-api-watch", watch_stmts, 1, true, &w->db);
+    if (err != GW_OK) {
+        free(w);
+        return err;
+    }
+    pthread_mutex_init(&w->lock, NULL);
+    pthread_cond_init(&w->wake, NULL);
+    if (pthread_create(&w->thread, NULL, watch_main, w) != 0) {
+        db_close(w->db);
+        free(w);
+        return GW_ERR_NOMEM;
+    }
+    *out = w;
+    return GW_OK;
+}
+
+void outbox_watch_stop(outbox_watch *w)
+{
+    if (w == NULL)
+        return;
+    pthread_mutex_lock(&w->lock);
+    w->stopping = true;
+    pthread_cond_signal(&w->wake);
+    pthread_mutex_unlock(&w->lock);
+    pthread_join(w->thread, NULL);
+    if (w->notify_pending)
+        send_notify(w); /* the last commits still wake the relay */
+    db_close(w->db);
+    pthread_cond_destroy(&w->wake);
+    pthread_mutex_destroy(&w->lock);
+    free(w);
+}
+
+void outbox_watch_committed(outbox_watch *w)
+{
+    pthread_mutex_lock(&w->lock);
+    if (!w->notify_pending) {
+        w->notify_pending = true;
+        pthread_cond_signal(&w->wake);
+    }
+    pthread_mutex_unlock(&w->lock);
+}
+
+bool outbox_watch_over_limit(const outbox_watch *w)
+{
+    return atomic_load(&((outbox_watch *)w)->over_limit);
+}

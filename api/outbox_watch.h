@@ -1,0 +1,32 @@
+/* api/outbox_watch.h - the API's view of the outbox: back-pressure and relay wake-ups */
+#ifndef API_OUTBOX_WATCH_H
+#define API_OUTBOX_WATCH_H
+
+#include <stdbool.h>
+
+#include "api/api_metrics.h"
+#include "shared/err.h"
+
+/* The channel payments-relay LISTENs on. */
+#define OUTBOX_NOTIFY_CHANNEL "paygw_outbox"
+
+typedef struct outbox_watch outbox_watch;
+
+/*
+ * outbox_watch_start - a thread with its own connection to @url that, every
+ * second, refreshes the pending-row estimate (capped at @max_backlog + 1, so
+ * it stays cheap), and that sends one NOTIFY after any number of
+ * outbox_watch_committed() calls: wake-ups are coalesced and sent after
+ * COMMIT, never inside the accept transaction. @m is borrowed.
+ */
+GW_MUSTCHECK gw_err outbox_watch_start(const char *url, long max_backlog, api_metrics *m,
+                                       outbox_watch **out);
+void outbox_watch_stop(outbox_watch *w); /* joins the thread; accepts NULL */
+
+/* outbox_watch_committed - an accept committed: wake the relay soon. */
+void outbox_watch_committed(outbox_watch *w);
+
+/* outbox_watch_over_limit - whether the last estimate was above the limit. */
+bool outbox_watch_over_limit(const outbox_watch *w);
+
+#endif

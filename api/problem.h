@@ -1,0 +1,28 @@
+/* api/problem.h - RFC 9457 problem details, the body of every error answer */
+#ifndef API_PROBLEM_H
+#define API_PROBLEM_H
+
+#include <jansson.h>
+
+#include "api/api_metrics.h"
+#include "shared/http.h"
+#include "shared/payment.h"
+
+#define PROBLEM_TYPE_BASE "https://paygw.example/problems/"
+
+/*
+ * problem_new - {"type": BASE+@slug, "title", "status", "detail"} plus, when
+ * @errs is not NULL, "errors": [{"pointer", "detail"}...]. New reference
+ * owned by the caller. @slug, @title and @detail are copied.
+ */
+json_t *problem_new(int status, const char *slug, const char *title, const char *detail,
+                    const field_errors *errs);
+
+/*
+ * problem_reply - answer @r with a problem, count it in @m's rejected-by-status
+ * series, and add "WWW-Authenticate: Bearer" to a 401. @headers as http_reply().
+ */
+void problem_reply(http_request *r, api_metrics *m, int status, const char *slug, const char *title,
+                   const char *detail, const field_errors *errs, const char *const *headers);
+
+#endif

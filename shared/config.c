@@ -1,0 +1,277 @@
+/* shared/config.c - read and validate the environment (CONTRACT section 6) */
+#include "shared/config.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <amqp.h>
+#include <libpq-fe.h>
+
+#include "shared/failpoint.h"
+
+#define TOKEN_MIN_LEN 16
+
+static const char *env_str(const char *name)
+{
+    const char *s = getenv(name);
+    return (s != NULL && *s != '\0') ? s : NULL;
+}
+
+static bool env_long(FILE *errs, const char *name, long def, long min, long max, long *out)
+{
+    const char *s = env_str(name);
+    char *end;
+    long v;
+
+    if (s == NULL) {
+        *out = def;
+        return true;
+    }
+    errno = 0;
+    v = strtol(s, &end, 10);
+    if (errno != 0 || end == s || *end != '\0' || v < min || v > max) {
+        fprintf(errs, "config: %s=\"%s\" is not an integer in %ld..%ld\n", name, s, min, max);
+        return false;
+    }
+    *out = v;
+    return true;
+}
+
+static bool env_int(FILE *errs, const char *name, int def, int min, int max, int *out)
+{
+    long v;
+
+    if (!env_long(errs, name, def, min, max, &v))
+        return false;
+    *out = (int)v;
+    return true;
+}
+
+bool config_parse_listen(const char *s, listen_addr *out)
+{
+    const char *colon = strrchr(s, ':');
+    struct in_addr a;
+    char *end;
+    long port;
+    size_t hlen;
+
+    if (colon == NULL || colon == s)
+        return false;
+    hlen = (size_t)(colon - s);
+    if (hlen >= sizeof out->host)
+        return false;
+    memcpy(out->host, s, hlen);
+    out->host[hlen] = '\0';
+    if (strcmp(out->host, "localhost") == 0)
+        strcpy(out->host, "127.0.0.1");
+    if (inet_pton(AF_INET, out->host, &a) != 1)
+        return false;
+    errno = 0;
+    port = strtol(colon + 1, &end, 10);
+    if (errno != 0 || end == colon + 1 || *end != '\0' || port < 0 || port > 65535)
+        return false;
+    out->port = (uint16_t)port;
+    out->set = true;
+    return true;
+}
+
+bool config_parse_delays(const char *s, int *out, int *n)
+{
+    const char *p = s;
+
+    *n = 0;
+    while (*p) {
+        char *end;
+        long v;
+
+        errno = 0;
+        v = strtol(p, &end, 10);
+        if (errno != 0 || end == p || v < 1 || v > 3600000 || *n == CONFIG_MAX_RETRY_STEPS)
+            return false;
+        out[(*n)++] = (int)v;
+        if (*end == '\0')
+            break;
+        if (*end != ',' || end[1] == '\0')
+            return false;
+        p = end + 1;
+    }
+    return *n > 0;
+}
+
+void config_db_target(const char *url, char *buf, size_t len)
+{
+    PQconninfoOption *opts = PQconninfoParse(url, NULL);
+    const char *host = "?", *port = "5432", *db = "?";
+
+    if (opts != NULL) {
+        for (PQconninfoOption *o = opts; o->keyword != NULL; o++) {
+            if (o->val == NULL)
+                continue;
+            if (strcmp(o->keyword, "host") == 0 || (strcmp(o->keyword, "hostaddr") == 0))
+                host = o->val;
+            else if (strcmp(o->keyword, "port") == 0)
+                port = o->val;
+            else if (strcmp(o->keyword, "dbname") == 0)
+                db = o->val;
+        }
+    }
+    snprintf(buf, len, "%s:%s/%s", host, port, db);
+    PQconninfoFree(opts);
+}
+
+static bool check_db_url(FILE *errs, const char *url)
+{
+    char *why = NULL;
+    PQconninfoOption *opts = PQconninfoParse(url, &why);
+
+    if (opts == NULL) {
+        /* libpq's message names the bad part; it never echoes a password */
+        fprintf(errs, "config: DATABASE_URL is not a valid libpq connection string: %s",
+                why ? why : "parse error\n");
+        PQfreemem(why);
+        return false;
+    }
+    PQconninfoFree(opts);
+    return true;
+}
+
+static bool check_amqp_url(FILE *errs, const char *url)
+{
+    struct amqp_connection_info info;
+    char *copy = strdup(url); /* amqp_parse_url writes into its argument */
+    bool ok;
+
+    if (copy == NULL)
+        return false;
+    ok = amqp_parse_url(copy, &info) == AMQP_STATUS_OK;
+    free(copy);
+    if (!ok)
+        fprintf(errs, "config: AMQP_URL is not an amqp://user:pass@host:port/vhost URL\n");
+    return ok;
+}
+
+static bool check_token(FILE *errs, const char *name, const char *v, bool required)
+{
+    if (v == NULL) {
+        if (!required)
+            return true;
+        fprintf(errs, "config: %s is required (at least %d characters)\n", name, TOKEN_MIN_LEN);
+        return false;
+    }
+    if (strlen(v) < TOKEN_MIN_LEN) {
+        fprintf(errs, "config: %s is too short: at least %d characters\n", name, TOKEN_MIN_LEN);
+        return false;
+    }
+    return true;
+}
+
+int config_load(unsigned need, gw_config *c, FILE *errs)
+{
+    const char *s;
+    int bad = 0;
+    long prefetch;
+
+    memset(c, 0, sizeof *c);
+
+    c->database_url = env_str("DATABASE_URL");
+    if (c->database_url == NULL) {
+        if (need & CONFIG_NEED_DB) {
+            fprintf(errs, "config: DATABASE_URL is required\n");
+            bad++;
+        }
+    } else if (!check_db_url(errs, c->database_url)) {
+        bad++;
+    }
+
+    c->amqp_url = env_str("AMQP_URL");
+    if (c->amqp_url == NULL) {
+        if (need & CONFIG_NEED_AMQP) {
+            fprintf(errs, "config: AMQP_URL is required\n");
+            bad++;
+        }
+    } else if (!check_amqp_url(errs, c->amqp_url)) {
+        bad++;
+    }
+
+    s = env_str("API_LISTEN");
+    if (!config_parse_listen(s ? s : "127.0.0.1:8080", &c->api_listen)) {
+        fprintf(errs, "config: API_LISTEN=\"%s\" is not an IPv4 address:port\n", s);
+        bad++;
+    }
+    s = env_str("METRICS_LISTEN");
+    if (s != NULL && !config_parse_listen(s, &c->metrics_listen)) {
+        fprintf(errs, "config: METRICS_LISTEN=\"%s\" is not an IPv4 address:port\n", s);
+        bad++;
+    }
+
+    c->api_token = env_str("API_TOKEN");
+    c->admin_token = env_str("ADMIN_TOKEN");
+    bad += !check_token(errs, "API_TOKEN", c->api_token, need & CONFIG_NEED_TOKENS);
+    bad += !check_token(errs, "ADMIN_TOKEN", c->admin_token, need & CONFIG_NEED_TOKENS);
+    if (c->api_token && c->admin_token && strcmp(c->api_token, c->admin_token) == 0) {
+        fprintf(errs, "config: API_TOKEN and ADMIN_TOKEN must differ\n");
+        bad++;
+    }
+
+    bad += !env_long(errs, "WORKER_PREFETCH", 32, 1, 65535, &prefetch);
+    c->worker_prefetch = (int)prefetch;
+
+    s = env_str("RETRY_DELAYS_MS");
+    if (!config_parse_delays(s ? s : "1000,5000", c->retry_delays_ms, &c->retry_steps)) {
+        fprintf(errs,
+                "config: RETRY_DELAYS_MS=\"%s\" is not a list of 1..%d delays in ms "
+                "(1..3600000), e.g. 1000,5000\n",
+                s, CONFIG_MAX_RETRY_STEPS);
+        bad++;
+    }
+
+    s = env_str("QUEUE_TYPE");
+    if (s == NULL || strcmp(s, "classic") == 0) {
+        c->queue_type = QUEUE_CLASSIC;
+    } else if (strcmp(s, "quorum") == 0) {
+        c->queue_type = QUEUE_QUORUM;
+    } else {
+        fprintf(errs, "config: QUEUE_TYPE=\"%s\" is neither classic nor quorum\n", s);
+        bad++;
+    }
+
+    bad += !env_long(errs, "OUTBOX_MAX_BACKLOG", 100000, 1, 1000000000L, &c->outbox_max_backlog);
+    bad += !env_int(errs, "OUTBOX_RETENTION_HOURS", 24, 1, 24 * 365, &c->outbox_retention_hours);
+
+    c->bank_sim_rules = env_str("BANK_SIM_RULES");
+
+    s = env_str("LOG_LEVEL");
+    c->log_level = LOG_INFO;
+    if (s != NULL && !log_parse_level(s, &c->log_level)) {
+        fprintf(errs, "config: LOG_LEVEL=\"%s\" is not debug, info, warn or error\n", s);
+        bad++;
+    }
+    s = env_str("LOG_FORMAT");
+    c->log_format = LOG_FORMAT_TEXT;
+    if (s != NULL && !log_parse_format(s, &c->log_format)) {
+        fprintf(errs, "config: LOG_FORMAT=\"%s\" is neither text nor json\n", s);
+        bad++;
+    }
+
+    c->failpoints = env_str("GATEWAY_FAILPOINTS");
+    if (c->failpoints != NULL) {
+        char why[160];
+
+        if (!failpoint_validate(c->failpoints, why, sizeof why)) {
+            fprintf(errs, "config: GATEWAY_FAILPOINTS is invalid: %s\n", why);
+            bad++;
+        }
+    }
+    return bad;
+}
+
+const gw_config *config_load_or_exit(unsigned need)
+{
+    static gw_config config;
+
+    if (config_load(need, &config, stderr) != 0)
+        exit(CONFIG_EX_CONFIG);
+    return &config;
+}

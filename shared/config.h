@@ -1,0 +1,69 @@
+/* shared/config.h - configuration from the environment, validated once at start-up */
+#ifndef SHARED_CONFIG_H
+#define SHARED_CONFIG_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "shared/log.h"
+
+#define CONFIG_MAX_RETRY_STEPS 8
+#define CONFIG_EX_CONFIG       78 /* sysexits.h EX_CONFIG */
+
+typedef enum queue_type { QUEUE_CLASSIC, QUEUE_QUORUM } queue_type;
+
+/* A listen address "a.b.c.d:port"; port 0 lets the kernel choose. */
+typedef struct listen_addr {
+    bool set;
+    char host[64];
+    uint16_t port;
+} listen_addr;
+
+/* What a program requires; everything else is optional or defaulted. */
+enum config_need {
+    CONFIG_NEED_DB = 1u << 0,
+    CONFIG_NEED_AMQP = 1u << 1,
+    CONFIG_NEED_TOKENS = 1u << 2,
+};
+
+/* A small value type: read through a const pointer after config_load(). */
+typedef struct gw_config {
+    const char *database_url; /* borrowed from the environment */
+    const char *amqp_url;
+    listen_addr api_listen;
+    listen_addr metrics_listen; /* .set false: no metrics server */
+    const char *api_token;
+    const char *admin_token;
+    int worker_prefetch;
+    int retry_delays_ms[CONFIG_MAX_RETRY_STEPS];
+    int retry_steps;
+    queue_type queue_type;
+    long outbox_max_backlog;
+    int outbox_retention_hours;
+    const char *bank_sim_rules;
+    log_level log_level;
+    log_format log_format;
+    const char *failpoints;
+} gw_config;
+
+/*
+ * config_load - fill @out from the environment. Every bad variable is reported
+ * on @errs as one line naming it (never its value when it is a secret).
+ * Returns the number of bad variables: 0 means @out is complete.
+ */
+int config_load(unsigned need, gw_config *out, FILE *errs);
+
+/* config_load_or_exit - config_load() into a static config, exit(78) when bad. */
+const gw_config *config_load_or_exit(unsigned need);
+
+/* config_parse_listen - "host:port" into @out; false when malformed. */
+bool config_parse_listen(const char *s, listen_addr *out);
+
+/* config_parse_delays - "1000,5000" into @out (1..CONFIG_MAX_RETRY_STEPS steps, 1..3600000 ms). */
+bool config_parse_delays(const char *s, int *out, int *n);
+
+/* config_db_target - "host:port/dbname" of a libpq URL for logs (no user, no password). */
+void config_db_target(const char *url, char *buf, size_t len);
+
+#endif

@@ -1,0 +1,70 @@
+/* shared/db.h - one PostgreSQL connection with its prepared statements */
+#ifndef SHARED_DB_H
+#define SHARED_DB_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include <libpq-fe.h>
+
+#include "shared/err.h"
+
+/* The schema version this build expects: the highest sql/NNNN_*.sql. */
+#define DB_SCHEMA_VERSION 1
+
+/* A statement prepared on every (re)connect. */
+typedef struct db_stmt {
+    const char *name;
+    const char *sql;
+} db_stmt;
+
+typedef struct db_conn db_conn;
+
+/*
+ * db_open - connect to @url as @app (application_name), set the session's
+ * statement timeout, and prepare @stmts (borrowed: must outlive the
+ * connection). On GW_OK *@out is owned by the caller (db_close()). A failed
+ * first connect still returns GW_OK with a broken connection when @lazy is
+ * true, so a daemon can start and let db_ensure() retry; otherwise GW_ERR_DB.
+ * One db_conn is never used by two threads at once.
+ */
+GW_MUSTCHECK gw_err db_open(const char *url, const char *app, const db_stmt *stmts, size_t n,
+                            bool lazy, db_conn **out);
+void db_close(db_conn *db); /* accepts NULL */
+
+/* db_pg - the libpq handle, borrowed. */
+PGconn *db_pg(db_conn *db);
+
+/*
+ * db_ensure - make the connection usable: when it is broken, reconnect once
+ * and re-prepare. GW_ERR_DB when PostgreSQL is still unavailable.
+ */
+GW_MUSTCHECK gw_err db_ensure(db_conn *db);
+
+/* db_healthy - a cheap "SELECT 1" round trip. */
+bool db_healthy(db_conn *db);
+
+/*
+ * db_check - compare @res's status to @want; map the SQLSTATE of a failure:
+ * 23505 -> GW_ERR_CONFLICT, 40001/40P01 -> GW_ERR_RETRY, anything else GW_ERR_DB.
+ * Logs failures once with @stmt. @res stays owned by the caller.
+ */
+GW_MUSTCHECK gw_err db_check(const PGresult *res, ExecStatusType want, const char *stmt);
+
+/* db_exec - run a parameterless command (BEGIN, COMMIT, ROLLBACK, SET ...). */
+GW_MUSTCHECK gw_err db_exec(db_conn *db, const char *sql);
+
+/* db_rollback - end a failed transaction; keeps the caller's first error, logs its own. */
+void db_rollback(db_conn *db);
+
+/* db_prepared - run prepared statement @name; the result is owned by the caller (PQclear). */
+PGresult *db_prepared(db_conn *db, const char *name, int n, const char *const *params);
+
+/*
+ * db_check_schema - GW_OK when schema_migrations is at DB_SCHEMA_VERSION;
+ * otherwise logs both versions and returns GW_ERR_INVALID (GW_ERR_DB when
+ * the query itself fails).
+ */
+GW_MUSTCHECK gw_err db_check_schema(db_conn *db);
+
+#endif
