@@ -36,29 +36,6 @@
 #define STOP_GRACE_MS    8000
 #define STARTUP_WAIT_S   30
 
-/* Wait for PostgreSQL at start-up (it may still be starting), then check the schema. */
-static int check_database(const gw_config *cfg)
-{
-    db_conn *db = NULL;
-    char target[160];
-    int rc = 1;
-
-    config_db_target(cfg->database_url, target, sizeof target);
-    for (int waited = 0;; waited++) {
-        if (db == NULL && db_open(cfg->database_url, "payments-api", NULL, 0, false, &db) == GW_OK)
-            break;
-        if (waited >= STARTUP_WAIT_S) {
-            log_error("db_unavailable", "target=%s waited_s=%d", target, waited);
-            return 1;
-        }
-        sleep(1);
-    }
-    if (db_check_schema(db) == GW_OK)
-        rc = 0;
-    db_close(db);
-    return rc;
-}
-
 int main(void)
 {
     const gw_config *cfg =
@@ -83,7 +60,7 @@ int main(void)
     pthread_sigmask(SIG_BLOCK, &stop_set, NULL);
     signal(SIGPIPE, SIG_IGN);
 
-    if (check_database(cfg) != 0)
+    if (db_wait_schema(cfg->database_url, "payments-api", STARTUP_WAIT_S) != GW_OK)
         return 1;
     api_metrics_init(&am);
     app.cfg = cfg;

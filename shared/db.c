@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "shared/config.h"
 #include "shared/log.h"
@@ -179,4 +180,23 @@ gw_err db_check_schema(db_conn *db)
         return GW_ERR_INVALID;
     }
     return GW_OK;
+}
+
+gw_err db_wait_schema(const char *url, const char *app, int wait_s)
+{
+    db_conn *db = NULL;
+    char target[160];
+    gw_err err;
+
+    for (int waited = 0; db_open(url, app, NULL, 0, false, &db) != GW_OK; waited++) {
+        if (waited >= wait_s) {
+            config_db_target(url, target, sizeof target);
+            log_error("db_unavailable", "target=%s waited_s=%d", target, waited);
+            return GW_ERR_DB;
+        }
+        sleep(1);
+    }
+    err = db_check_schema(db);
+    db_close(db);
+    return err;
 }

@@ -10,7 +10,7 @@
 #include "shared/err.h"
 
 /* The schema version this build expects: the highest sql/NNNN_*.sql. */
-#define DB_SCHEMA_VERSION 1
+#define DB_SCHEMA_VERSION 2
 
 /* A statement prepared on every (re)connect. */
 typedef struct db_stmt {
@@ -66,5 +66,12 @@ PGresult *db_prepared(db_conn *db, const char *name, int n, const char *const *p
  * the query itself fails).
  */
 GW_MUSTCHECK gw_err db_check_schema(db_conn *db);
+
+/*
+ * db_wait_schema - at start-up: wait up to @wait_s for PostgreSQL at @url,
+ * then db_check_schema(). GW_OK, GW_ERR_DB (never reachable) or
+ * GW_ERR_INVALID (wrong schema). Logs the reason.
+ */
+GW_MUSTCHECK gw_err db_wait_schema(const char *url, const char *app, int wait_s);
 
 #endif

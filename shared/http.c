@@ -172,10 +172,10 @@ gw_err http_server_start(const http_options *opt, http_server **out)
     s->daemon = MHD_start_daemon(
         MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_USE_ITC | MHD_USE_ERROR_LOG, 0, NULL,
         NULL, on_request, s, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&sa,
-        MHD_OPTION_THREAD_POOL_SIZE, opt->threads, MHD_OPTION_CONNECTION_LIMIT,
-        opt->connection_limit, MHD_OPTION_CONNECTION_TIMEOUT, opt->timeout_s,
-        MHD_OPTION_NOTIFY_COMPLETED, on_completed, s, MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, NULL,
-        MHD_OPTION_LISTENING_ADDRESS_REUSE, 1, MHD_OPTION_END);
+        MHD_OPTION_THREAD_POOL_SIZE, opt->threads > 1 ? opt->threads : 0,
+        MHD_OPTION_CONNECTION_LIMIT, opt->connection_limit, MHD_OPTION_CONNECTION_TIMEOUT,
+        opt->timeout_s, MHD_OPTION_NOTIFY_COMPLETED, on_completed, s, MHD_OPTION_EXTERNAL_LOGGER,
+        on_mhd_log, NULL, MHD_OPTION_LISTENING_ADDRESS_REUSE, 1, MHD_OPTION_END);
     if (s->daemon == NULL) {
         log_error("http_listen_failed", "host=%s port=%u", opt->listen.host,
                   (unsigned)opt->listen.port);

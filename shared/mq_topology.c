@@ -1,0 +1,80 @@
+/* shared/mq_topology.c - declared by every program that uses it, after every reconnect */
+#include "shared/mq_topology.h"
+
+#include <stdio.h>
+
+#include "shared/log.h"
+
+static gw_err declare_exchange(mq_conn *c, const char *name, const char *type)
+{
+    amqp_exchange_declare(mq_state(c), MQ_CHANNEL, mq_bytes(name), mq_bytes(type), 0,
+                          1 /* durable */, 0, 0, amqp_empty_table);
+    return mq_check(amqp_get_rpc_reply(mq_state(c)), name);
+}
+
+/* @args: up to 4 entries filled by the caller; x-queue-type is added here. */
+static gw_err declare_queue(mq_conn *c, const gw_config *cfg, const char *name,
+                            amqp_table_entry_t *args, int nargs)
+{
+    amqp_table_t table;
+
+    args[nargs].key = mq_bytes("x-queue-type");
+    args[nargs].value.kind = AMQP_FIELD_KIND_UTF8;
+    args[nargs].value.value.bytes =
+        mq_bytes(cfg->queue_type == QUEUE_QUORUM ? "quorum" : "classic");
+    table.num_entries = nargs + 1;
+    table.entries = args;
+    amqp_queue_declare(mq_state(c), MQ_CHANNEL, mq_bytes(name), 0, 1 /* durable */, 0, 0, table);
+    return mq_check(amqp_get_rpc_reply(mq_state(c)), name);
+}
+
+static gw_err bind(mq_conn *c, const char *queue, const char *exchange, const char *key)
+{
+    amqp_queue_bind(mq_state(c), MQ_CHANNEL, mq_bytes(queue), mq_bytes(exchange), mq_bytes(key),
+                    amqp_empty_table);
+    return mq_check(amqp_get_rpc_reply(mq_state(c)), queue);
+}
+
+static void str_arg(amqp_table_entry_t *e, const char *key, const char *value)
+{
+    e->key = mq_bytes(key);
+    e->value.kind = AMQP_FIELD_KIND_UTF8;
+    e->value.value.bytes = mq_bytes(value);
+}
+
+gw_err mq_topology_declare(mq_conn *c, const gw_config *cfg)
+{
+    amqp_table_entry_t args[4];
+    gw_err err;
+
+    if ((err = declare_exchange(c, MQ_EXCHANGE_EVENTS, "topic")) != GW_OK ||
+        (err = declare_exchange(c, MQ_EXCHANGE_DLX, "fanout")) != GW_OK ||
+        (err = declare_exchange(c, MQ_EXCHANGE_RETRY, "direct")) != GW_OK)
+        return err;
+
+    str_arg(&args[0], "x-dead-letter-exchange", MQ_EXCHANGE_DLX);
+    if ((err = declare_queue(c, cfg, MQ_QUEUE_SETTLEMENT, args, 1)) != GW_OK ||
+        (err = bind(c, MQ_QUEUE_SETTLEMENT, MQ_EXCHANGE_EVENTS, MQ_BINDING_APPROVED)) != GW_OK)
+        return err;
+    if ((err = declare_queue(c, cfg, MQ_QUEUE_DLQ, args, 0)) != GW_OK ||
+        (err = bind(c, MQ_QUEUE_DLQ, MQ_EXCHANGE_DLX, "")) != GW_OK)
+        return err;
+
+    for (int i = 0; i < cfg->retry_steps; i++) {
+        char queue[64], key[16];
+
+        snprintf(key, sizeof key, "%d", cfg->retry_delays_ms[i]);
+        snprintf(queue, sizeof queue, MQ_QUEUE_RETRY_PREFIX "%s", key);
+        args[0].key = mq_bytes("x-message-ttl");
+        args[0].value.kind = AMQP_FIELD_KIND_I32;
+        args[0].value.value.i32 = cfg->retry_delays_ms[i];
+        str_arg(&args[1], "x-dead-letter-exchange", "");
+        str_arg(&args[2], "x-dead-letter-routing-key", MQ_QUEUE_SETTLEMENT);
+        if ((err = declare_queue(c, cfg, queue, args, 3)) != GW_OK ||
+            (err = bind(c, queue, MQ_EXCHANGE_RETRY, key)) != GW_OK)
+            return err;
+    }
+    log_info("mq_topology_declared", "queue_type=%s retry_steps=%d",
+             cfg->queue_type == QUEUE_QUORUM ? "quorum" : "classic", cfg->retry_steps);
+    return GW_OK;
+}

@@ -1,0 +1,37 @@
+/* worker/settle.h - payments-worker: consume, settle once, retry or dead-letter, then ack */
+#ifndef WORKER_SETTLE_H
+#define WORKER_SETTLE_H
+
+#include <signal.h>
+
+#include "shared/config.h"
+#include "shared/err.h"
+#include "shared/health.h"
+#include "shared/metrics.h"
+#include "worker/bank.h"
+
+#define SETTLE_CONFIRM_TIMEOUT_MS 4000 /* retry copies: below the 10 s stop deadline */
+
+typedef struct settler settler;
+
+/*
+ * settler_new - a consumer for @cfg, settling through @b (both borrowed),
+ * registering its series in @registry (before the metrics server starts).
+ * Owned by the caller (settler_free()).
+ */
+GW_MUSTCHECK gw_err settler_new(const gw_config *cfg, const bank *b, metrics *registry,
+                                settler **out);
+void settler_free(settler *s); /* accepts NULL */
+
+/* settler_set_health - where to report readiness (borrowed, may be NULL). */
+void settler_set_health(settler *s, health *h);
+
+/*
+ * settler_run - consume payments.settlement until *@stop; reconnect with
+ * capped back-off. On stop the consumer is cancelled and the delivery in hand
+ * is finished (COMMIT, then ack) before it returns; unacked prefetched
+ * deliveries go back to the queue when the channel closes.
+ */
+void settler_run(settler *s, volatile sig_atomic_t *stop);
+
+#endif
