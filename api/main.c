@@ -72,6 +72,9 @@ int main(void)
         GW_OK)
         goto cleanup;
 
+    if (dlq_new(cfg, app.payments.pool, &am, &app.dlq) != GW_OK)
+        goto cleanup;
+
     opt.listen = cfg->api_listen;
     opt.threads = HTTP_THREADS;
     opt.connection_limit = CONNECTION_LIMIT;
@@ -89,6 +92,7 @@ int main(void)
     rc = 0;
 cleanup:
     http_server_stop(server, 0);
+    dlq_free(app.dlq);
     outbox_watch_stop(app.payments.watch);
     db_pool_free(app.payments.pool);
     api_metrics_deinit(&am);

@@ -6,6 +6,7 @@
 #include <strings.h>
 
 #include "api/problem.h"
+#include "api/reconcile.h"
 #include "shared/log.h"
 #include "shared/token.h"
 
@@ -18,11 +19,31 @@ typedef enum route {
     ROUTE_METRICS,
     ROUTE_PAYMENTS,    /* /v1/payments */
     ROUTE_PAYMENT,     /* /v1/payments/{payment_id} */
-    ROUTE_ADMIN_OTHER, /* /admin/... not built yet */
+    ROUTE_DLQ_DRAIN,   /* /admin/dlq/drain */
+    ROUTE_DLQ_LIST,    /* /admin/dlq */
+    ROUTE_DLQ_ONE,     /* /admin/dlq/{id} */
+    ROUTE_DLQ_REPLAY,  /* /admin/dlq/{id}/replay */
+    ROUTE_RECONCILE,   /* /admin/reconciliation */
+    ROUTE_ADMIN_OTHER, /* /admin/... anything else */
     ROUTE_V1_OTHER,
 } route;
 
-static route route_of(const char *path)
+/* "/admin/dlq/{id}" or "/admin/dlq/{id}/replay": the id into @id (size 24) */
+static route dlq_route(const char *rest, char *id)
+{
+    const char *slash = strchr(rest, '/');
+    size_t len = slash ? (size_t)(slash - rest) : strlen(rest);
+
+    if (len == 0 || len >= 24)
+        return ROUTE_ADMIN_OTHER;
+    memcpy(id, rest, len);
+    id[len] = '\0';
+    if (slash == NULL)
+        return ROUTE_DLQ_ONE;
+    return strcmp(slash, "/replay") == 0 ? ROUTE_DLQ_REPLAY : ROUTE_ADMIN_OTHER;
+}
+
+static route route_of(const char *path, char *id)
 {
     if (strcmp(path, "/healthz") == 0)
         return ROUTE_HEALTHZ;
@@ -35,6 +56,14 @@ static route route_of(const char *path)
     if (strncmp(path, PAYMENTS_PATH "/", sizeof PAYMENTS_PATH) == 0 &&
         path[sizeof PAYMENTS_PATH] != '\0' && strchr(path + sizeof PAYMENTS_PATH, '/') == NULL)
         return ROUTE_PAYMENT;
+    if (strcmp(path, "/admin/dlq/drain") == 0)
+        return ROUTE_DLQ_DRAIN;
+    if (strcmp(path, "/admin/dlq") == 0)
+        return ROUTE_DLQ_LIST;
+    if (strcmp(path, "/admin/reconciliation") == 0)
+        return ROUTE_RECONCILE;
+    if (strncmp(path, "/admin/dlq/", 11) == 0)
+        return dlq_route(path + 11, id);
     if (strncmp(path, "/admin/", 7) == 0 || strcmp(path, "/admin") == 0)
         return ROUTE_ADMIN_OTHER;
     if (strncmp(path, "/v1/", 4) == 0 || strcmp(path, "/v1") == 0)
@@ -47,7 +76,12 @@ static const char *route_method(route rt)
 {
     switch (rt) {
     case ROUTE_PAYMENTS:
+    case ROUTE_DLQ_DRAIN:
+    case ROUTE_DLQ_REPLAY:
         return "POST";
+    case ROUTE_DLQ_LIST:
+    case ROUTE_DLQ_ONE:
+    case ROUTE_RECONCILE:
     case ROUTE_HEALTHZ:
     case ROUTE_READYZ:
     case ROUTE_METRICS:
@@ -66,6 +100,11 @@ static const char *route_token(const api_app *app, route rt)
     case ROUTE_PAYMENT:
     case ROUTE_V1_OTHER:
         return app->cfg->api_token;
+    case ROUTE_DLQ_DRAIN:
+    case ROUTE_DLQ_LIST:
+    case ROUTE_DLQ_ONE:
+    case ROUTE_DLQ_REPLAY:
+    case ROUTE_RECONCILE:
     case ROUTE_ADMIN_OTHER:
         return app->cfg->admin_token;
     default:
@@ -99,7 +138,8 @@ bool routes_early(void *arg, http_request *r)
 {
     api_app *app = arg;
     api_metrics *m = app->payments.metrics;
-    route rt = route_of(http_request_path(r));
+    char id[24];
+    route rt = route_of(http_request_path(r), id);
     const char *token = route_token(app, rt);
     const char *method = route_method(rt);
     const char *cl;
@@ -178,8 +218,9 @@ void routes_handle(void *arg, http_request *r)
 {
     api_app *app = arg;
     const char *path = http_request_path(r);
+    char id[24];
 
-    switch (route_of(path)) {
+    switch (route_of(path, id)) {
     case ROUTE_HEALTHZ:
         reply_health(r, 200, "ok");
         return;
@@ -194,6 +235,21 @@ void routes_handle(void *arg, http_request *r)
         return;
     case ROUTE_PAYMENT:
         payments_get(&app->payments, r, path + sizeof PAYMENTS_PATH);
+        return;
+    case ROUTE_DLQ_DRAIN:
+        dlq_drain(app->dlq, r);
+        return;
+    case ROUTE_DLQ_LIST:
+        dlq_list(app->dlq, r);
+        return;
+    case ROUTE_DLQ_ONE:
+        dlq_get(app->dlq, r, id);
+        return;
+    case ROUTE_DLQ_REPLAY:
+        dlq_replay(app->dlq, r, id);
+        return;
+    case ROUTE_RECONCILE:
+        reconcile_report(app->cfg, app->payments.pool, app->payments.metrics, r);
         return;
     default: /* routes_early() answered every other case */
         problem_reply(r, app->payments.metrics, 404, "not-found", "Not Found", "no such resource",

@@ -4,6 +4,7 @@
 
 #include <stdbool.h>
 
+#include "api/dlq.h"
 #include "api/payments.h"
 #include "shared/config.h"
 #include "shared/http.h"
@@ -12,6 +13,7 @@
 typedef struct api_app {
     const gw_config *cfg;
     payments_deps payments;
+    dlq *dlq;
 } api_app;
 
 /* routes_early - http_early_fn: authentication, routing and header checks. */

@@ -240,6 +240,9 @@ int config_load(unsigned need, gw_config *c, FILE *errs)
     bad += !env_long(errs, "OUTBOX_MAX_BACKLOG", 100000, 1, 1000000000L, &c->outbox_max_backlog);
     bad += !env_int(errs, "OUTBOX_RETENTION_HOURS", 24, 1, 24 * 365, &c->outbox_retention_hours);
 
+    bad += !env_int(errs, "INBOX_RETENTION_DAYS", 30, 1, 3650, &c->inbox_retention_days);
+    bad += !env_int(errs, "RELAY_SLO_SECONDS", 60, 1, 86400, &c->relay_slo_seconds);
+
     c->bank_sim_rules = env_str("BANK_SIM_RULES");
 
     s = env_str("LOG_LEVEL");

@@ -41,6 +41,8 @@ typedef struct gw_config {
     queue_type queue_type;
     long outbox_max_backlog;
     int outbox_retention_hours;
+    int inbox_retention_days;
+    int relay_slo_seconds;
     const char *bank_sim_rules;
     log_level log_level;
     log_format log_format;
