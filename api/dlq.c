@@ -376,7 +376,7 @@ void dlq_drain(dlq *d, http_request *r)
         goto out;
     }
     err = db_pool_acquire(d->pool, POOL_WAIT_MS, &db);
-    if (err == GW_OK && (err = db_exec(db, "BEGIN")) == GW_OK) {
+    if (err == GW_OK && (err = db_begin(db, NULL)) == GW_OK) {
         size_t len = 0;
         ids[len++] = '{';
         for (long i = 0; i < n && err == GW_OK; i++) {
@@ -585,7 +585,7 @@ void dlq_replay(dlq *d, http_request *r, const char *id)
     snprintf(days, sizeof days, "%d", d->cfg->inbox_retention_days);
     if (!acquire(d, r, &db))
         return;
-    if (db_exec(db, "BEGIN") != GW_OK)
+    if (db_begin(db, NULL) != GW_OK)
         goto unavailable;
     /* FOR UPDATE: two replays of one letter cannot both publish */
     res = PQexecParams(db_pg(db),

@@ -111,7 +111,7 @@ static gw_err accept_commit(db_conn *db, const payment *p, const char *canon,
     params[11] = traceparent;
     params[12] = response;
 
-    if ((err = db_exec(db, "BEGIN")) != GW_OK)
+    if ((err = db_begin(db, NULL)) != GW_OK)
         return err;
     res = db_prepared(db, "accept", 13, params);
     if ((err = db_check(res, PGRES_TUPLES_OK, "accept")) != GW_OK)
@@ -322,6 +322,11 @@ void payments_get(const payments_deps *d, http_request *r, const char *payment_i
     }
     res = db_prepared(db, "get_payment", 1, params);
     err = db_check(res, PGRES_TUPLES_OK, "get_payment");
+    if (err != GW_OK && PQstatus(db_pg(db)) != CONNECTION_OK && db_ensure(db) == GW_OK) {
+        PQclear(res); /* the connection died while idle: a read is safe to send again */
+        res = db_prepared(db, "get_payment", 1, params);
+        err = db_check(res, PGRES_TUPLES_OK, "get_payment");
+    }
     db_pool_release(d->pool, db);
     if (err != GW_OK)
         unavailable(d, r, "the database is unavailable");

@@ -104,7 +104,7 @@ void reconcile_report(const gw_config *cfg, db_pool *pool, api_metrics *m, http_
     if (db_pool_acquire(pool, 2000, &db) != GW_OK)
         goto unavailable;
     /* one snapshot: the checks must not see a payment between two of its writes */
-    if (db_exec(db, "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY") != GW_OK)
+    if (db_begin(db, "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY") != GW_OK)
         goto unavailable;
     res = PQexec(db_pg(db), "SELECT status, count(*), coalesce(sum(amount_cents), 0) "
                             "FROM payments GROUP BY status ORDER BY status");

@@ -149,6 +149,17 @@ gw_err db_exec(db_conn *db, const char *sql)
     return err;
 }
 
+gw_err db_begin(db_conn *db, const char *sql)
+{
+    gw_err err = db_exec(db, sql ? sql : "BEGIN");
+
+    if (err == GW_OK || PQstatus(db->pg) == CONNECTION_OK)
+        return err;
+    if (db_ensure(db) != GW_OK)
+        return GW_ERR_DB;
+    return db_exec(db, sql ? sql : "BEGIN");
+}
+
 void db_rollback(db_conn *db)
 {
     if (PQstatus(db->pg) == CONNECTION_OK && db_exec(db, "ROLLBACK") != GW_OK)

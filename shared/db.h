@@ -54,6 +54,13 @@ GW_MUSTCHECK gw_err db_check(const PGresult *res, ExecStatusType want, const cha
 /* db_exec - run a parameterless command (BEGIN, COMMIT, ROLLBACK, SET ...). */
 GW_MUSTCHECK gw_err db_exec(db_conn *db, const char *sql);
 
+/*
+ * db_begin - BEGIN (or @sql, e.g. "BEGIN ISOLATION LEVEL ..."). A connection
+ * that died while idle (the server restarted) is only noticed here: reconnect
+ * once and try again, which is safe because nothing was sent yet.
+ */
+GW_MUSTCHECK gw_err db_begin(db_conn *db, const char *sql);
+
 /* db_rollback - end a failed transaction; keeps the caller's first error, logs its own. */
 void db_rollback(db_conn *db);
 

@@ -43,7 +43,7 @@ gw_err inbox_settle(db_conn *db, const payment *p, int attempt, inbox_outcome *o
     gw_err err;
 
     snprintf(att, sizeof att, "%d", attempt);
-    if ((err = db_exec(db, "BEGIN")) != GW_OK)
+    if ((err = db_begin(db, NULL)) != GW_OK)
         return err;
     res = db_prepared(db, "settle", 3, params);
     if ((err = db_check(res, PGRES_TUPLES_OK, "settle")) != GW_OK || PQntuples(res) != 1) {

@@ -253,7 +253,7 @@ static gw_err relay_batch(relay *r, size_t *claimed)
     gw_err err, mq_err = GW_OK;
 
     *claimed = 0;
-    if ((err = db_exec(r->db, "BEGIN")) != GW_OK)
+    if ((err = db_begin(r->db, NULL)) != GW_OK)
         return err;
     if ((err = outbox_claim(r->db, RELAY_BATCH_SIZE, &b)) != GW_OK)
         goto rollback;
