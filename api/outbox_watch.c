@@ -18,6 +18,7 @@ struct outbox_watch {
     bool stopping;       /* under lock */
     atomic_bool over_limit;
     long max_backlog;
+    unsigned long refreshes;
     api_metrics *m;
     db_conn *db;
 };
@@ -27,7 +28,19 @@ static const db_stmt watch_stmts[] = {
                 "LIMIT $1::bigint) s), "
                 "coalesce(extract(epoch FROM now() - (SELECT created_at FROM outbox "
                 "WHERE state = 'pending' ORDER BY id LIMIT 1)), 0)"},
+    /* idempotency records live 7 days (expires_at); removed in small batches */
+    {"expire_keys", "DELETE FROM idempotency_keys WHERE event_id IN (SELECT event_id FROM "
+                    "idempotency_keys WHERE expires_at < now() LIMIT 1000)"},
 };
+
+static void expire_keys(outbox_watch *w)
+{
+    PGresult *res = db_prepared(w->db, "expire_keys", 0, NULL);
+
+    if (db_check(res, PGRES_COMMAND_OK, "expire_keys") == GW_OK && atol(PQcmdTuples(res)) > 0)
+        log_info("idempotency_keys_expired", "rows=%s", PQcmdTuples(res));
+    PQclear(res);
+}
 
 static void refresh_backlog(outbox_watch *w)
 {
@@ -50,6 +63,8 @@ static void refresh_backlog(outbox_watch *w)
         atomic_store(&w->over_limit, pending > w->max_backlog);
     }
     PQclear(res);
+    if (++w->refreshes % 60 == 0)
+        expire_keys(w); /* once a minute is plenty for a 7-day window */
 }
 
 static void send_notify(outbox_watch *w)
@@ -103,7 +118,8 @@ gw_err outbox_watch_start(const char *url, long max_backlog, api_metrics *m, out
     w->max_backlog = max_backlog;
     w->m = m;
     atomic_init(&w->over_limit, false);
-    err = db_open(url, "payments-api-watch", watch_stmts, 1, true, &w->db);
+    err = db_open(url, "payments-api-watch", watch_stmts,
+                  sizeof watch_stmts / sizeof watch_stmts[0], true, &w->db);
     if (err != GW_OK) {
         free(w);
         return err;

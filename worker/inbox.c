@@ -18,6 +18,8 @@ const db_stmt inbox_stmts[] = {
      "UPDATE payments SET status = 'dead_lettered', attempts = greatest(attempts, $3::int), "
      "last_error = $4, updated_at = now() WHERE payment_id = $1 AND event_id = $2 "
      "AND status <> 'settled'"},
+    {"inbox_purge", "DELETE FROM inbox WHERE event_id IN (SELECT event_id FROM inbox "
+                    "WHERE processed_at < now() - make_interval(days => $1::int) LIMIT $2::int)"},
 };
 const size_t inbox_nstmts = sizeof inbox_stmts / sizeof inbox_stmts[0];
 
@@ -95,4 +97,20 @@ gw_err inbox_mark_dead(db_conn *db, const char *payment_id, const char *event_id
                        const char *why)
 {
     return mark(db, "mark_dead", payment_id, event_id, attempt, why);
+}
+
+gw_err inbox_purge(db_conn *db, int days, int limit, long *deleted)
+{
+    char d[16], l[16];
+    const char *params[2] = {d, l};
+    PGresult *res;
+    gw_err err;
+
+    snprintf(d, sizeof d, "%d", days);
+    snprintf(l, sizeof l, "%d", limit);
+    res = db_prepared(db, "inbox_purge", 2, params);
+    err = db_check(res, PGRES_COMMAND_OK, "inbox_purge");
+    *deleted = err == GW_OK ? atol(PQcmdTuples(res)) : 0;
+    PQclear(res);
+    return err;
 }

@@ -40,4 +40,11 @@ GW_MUSTCHECK gw_err inbox_mark_retrying(db_conn *db, const payment *p, int attem
 GW_MUSTCHECK gw_err inbox_mark_dead(db_conn *db, const char *payment_id, const char *event_id,
                                     int attempt, const char *why);
 
+/*
+ * inbox_purge - delete up to @limit inbox rows older than @days; the count in
+ * *@deleted. After that an event is no longer recognised as a duplicate: the
+ * admin refuses to replay dead letters older than the same window.
+ */
+GW_MUSTCHECK gw_err inbox_purge(db_conn *db, int days, int limit, long *deleted);
+
 #endif

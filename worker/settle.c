@@ -457,9 +457,26 @@ static gw_err consume_one(settler *s, backoff *db_backoff, volatile sig_atomic_t
     return err;
 }
 
+/* Once a minute: forget inbox rows past the retention, in small batches. */
+static void housekeeping(settler *s, time_t *next)
+{
+    time_t now = time(NULL);
+    long deleted = 0;
+
+    if (now < *next)
+        return;
+    *next = now + 60;
+    if (inbox_purge(s->db, s->cfg->inbox_retention_days, 1000, &deleted) == GW_OK && deleted > 0) {
+        log_info("inbox_purged", "rows=%ld retention_days=%d", deleted,
+                 s->cfg->inbox_retention_days);
+        *next = now; /* more may be left */
+    }
+}
+
 void settler_run(settler *s, volatile sig_atomic_t *stop)
 {
     backoff bo, db_bo;
+    time_t next_housekeeping = 0;
 
     backoff_init(&bo, 200, 10000);
     backoff_init(&db_bo, 200, 5000);
@@ -474,6 +491,7 @@ void settler_run(settler *s, volatile sig_atomic_t *stop)
             continue;
         }
         backoff_reset(&bo);
+        housekeeping(s, &next_housekeeping);
         if (consume_one(s, &db_bo, stop) != GW_OK)
             drop_mq(s); /* unacked deliveries return to the queue; the inbox dedupes */
     }
