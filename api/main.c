@@ -19,6 +19,7 @@
 #include <time.h>
 
 #include "api/api_metrics.h"
+#include "api/committer.h"
 #include "api/db_pool.h"
 #include "api/outbox_watch.h"
 #include "api/routes.h"
@@ -30,7 +31,9 @@
 #include "shared/token.h"
 
 #define HTTP_THREADS     8
-#define DB_POOL_SIZE     8
+#define DB_POOL_SIZE     4 /* reads and admin; accepts go through the committer */
+#define COMMIT_THREADS   2 /* one collects while the other waits for its WAL flush */
+#define COMMIT_MAX_BATCH 128
 #define CONNECTION_LIMIT 1000
 #define IDLE_TIMEOUT_S   30
 #define STOP_GRACE_MS    8000
@@ -68,6 +71,9 @@ int main(void)
     if (db_pool_new(cfg->database_url, DB_POOL_SIZE, payments_stmts, payments_nstmts,
                     &app.payments.pool) != GW_OK)
         goto cleanup;
+    if (committer_start(cfg->database_url, COMMIT_THREADS, COMMIT_MAX_BATCH,
+                        &app.payments.committer) != GW_OK)
+        goto cleanup;
     if (outbox_watch_start(cfg->database_url, cfg->outbox_max_backlog, &am, &app.payments.watch) !=
         GW_OK)
         goto cleanup;
@@ -93,6 +99,7 @@ int main(void)
 cleanup:
     http_server_stop(server, 0);
     dlq_free(app.dlq);
+    committer_stop(app.payments.committer); /* after the server: every job was answered */
     outbox_watch_stop(app.payments.watch);
     db_pool_free(app.payments.pool);
     api_metrics_deinit(&am);

@@ -8,6 +8,7 @@
 
 #include <sodium.h>
 
+#include "api/committer.h"
 #include "api/problem.h"
 #include "shared/canon.h"
 #include "shared/failpoint.h"
@@ -18,8 +19,6 @@
 #define POOL_WAIT_MS 2000
 
 const db_stmt payments_stmts[] = {
-    {"accept", "SELECT outcome, response_body FROM accept_payment($1, $2, $3, $4, $5::bigint, "
-               "$6, $7, $8, $9::timestamptz, $10::bytea, $11, $12, $13)"},
     {"get_payment",
      "SELECT payment_id, event_id, method, decision, amount_cents, currency, payee_bank, "
      "payee_account, status, attempts, last_error, "
@@ -53,87 +52,6 @@ static void unavailable(const payments_deps *d, http_request *r, const char *det
 {
     problem_reply(r, d->metrics, 503, "service-unavailable", "Service Unavailable", detail, NULL,
                   retry_db);
-}
-
-/* A decision about @p that the transaction reached; see accept_payment() in sql/. */
-typedef enum accept_outcome {
-    OUTCOME_ACCEPTED,
-    OUTCOME_REPLAY,
-    OUTCOME_KEY_REUSED,
-    OUTCOME_IN_FLIGHT,
-    OUTCOME_PAYMENT_DECIDED,
-} accept_outcome;
-
-static bool outcome_parse(const char *s, accept_outcome *out)
-{
-    static const char *const names[] = {"accepted", "replay", "key_reused", "in_flight",
-                                        "payment_decided"};
-
-    for (int i = 0; i < 5; i++) {
-        if (strcmp(s, names[i]) == 0) {
-            *out = (accept_outcome)i;
-            return true;
-        }
-    }
-    return false;
-}
-
-/*
- * accept_commit - BEGIN, accept_payment(), COMMIT only when rows were written.
- * On GW_OK, *@outcome says what happened and @answer (size @alen) holds the
- * 202 body to send. Any other result means nothing was committed.
- */
-static gw_err accept_commit(db_conn *db, const payment *p, const char *canon,
-                            const char *traceparent, const char *response, accept_outcome *outcome,
-                            char *answer, size_t alen)
-{
-    uint8_t fp[CANON_FINGERPRINT_LEN];
-    char fp_hex[2 + 2 * CANON_FINGERPRINT_LEN + 1] = "\\x";
-    char amount[24];
-    const char *params[13];
-    PGresult *res = NULL;
-    gw_err err;
-
-    canon_fingerprint(canon, strlen(canon), fp);
-    sodium_bin2hex(fp_hex + 2, sizeof fp_hex - 2, fp, sizeof fp);
-    snprintf(amount, sizeof amount, "%" PRId64, p->amount_cents);
-    params[0] = p->event_id;
-    params[1] = p->payment_id;
-    params[2] = p->method;
-    params[3] = p->decision;
-    params[4] = amount;
-    params[5] = p->currency;
-    params[6] = p->payee_bank;
-    params[7] = p->payee_account;
-    params[8] = p->decided_at[0] ? p->decided_at : NULL;
-    params[9] = fp_hex;
-    params[10] = canon;
-    params[11] = traceparent;
-    params[12] = response;
-
-    if ((err = db_begin(db, NULL)) != GW_OK)
-        return err;
-    res = db_prepared(db, "accept", 13, params);
-    if ((err = db_check(res, PGRES_TUPLES_OK, "accept")) != GW_OK)
-        goto rollback;
-    if (PQntuples(res) != 1 || !outcome_parse(PQgetvalue(res, 0, 0), outcome)) {
-        err = GW_ERR_DB;
-        goto rollback;
-    }
-    snprintf(answer, alen, "%s", PQgetvalue(res, 0, 1));
-    if (*outcome != OUTCOME_ACCEPTED) {
-        err = db_exec(db, "ROLLBACK"); /* nothing was written; release the event's lock */
-        goto done;
-    }
-    if ((err = failpoint_hit("api.before_commit")) != GW_OK)
-        goto rollback;
-    err = db_exec(db, "COMMIT"); /* only reached when every statement succeeded */
-    goto done;
-rollback:
-    db_rollback(db); /* keep the first error */
-done:
-    PQclear(res);
-    return err;
 }
 
 static void reply_202(http_request *r, const char *payment_id, const char *body, bool replay)
@@ -189,55 +107,91 @@ static bool accept_validate(const payments_deps *d, http_request *r, json_t **ro
     return true;
 }
 
-void payments_accept(const payments_deps *d, http_request *r)
-{
-    json_t *root = NULL;
-    char *canon = NULL;
-    char response[256], answer[256];
-    const char *trace = http_request_header(r, "traceparent");
-    accept_outcome outcome = OUTCOME_ACCEPTED;
-    db_conn *db = NULL;
-    payment p;
-    gw_err err;
+/* The state of one accept across its suspension; freed when the request ends. */
+typedef struct accept_state {
+    accept_job job;
+    json_t *root;
+    char *canon;
+    char trace[56];
+    http_request *r; /* borrowed: the request outlives its state */
+} accept_state;
 
-    if (!accept_validate(d, r, &root, &p))
-        goto done;
+static void accept_state_free(void *arg)
+{
+    accept_state *st = arg;
+
+    json_decref(st->root);
+    free(st->canon);
+    free(st);
+}
+
+static void accept_done(void *arg)
+{
+    accept_state *st = arg;
+
+    http_request_resume(st->r); /* the handler runs again and answers */
+}
+
+/* First call: validate, then hand the job to the committer and suspend. */
+static void accept_submit(const payments_deps *d, http_request *r)
+{
+    const char *trace = http_request_header(r, "traceparent");
+    accept_state *st = calloc(1, sizeof *st);
+
+    if (st == NULL) {
+        problem_reply(r, d->metrics, 500, "internal-error", "Internal Error", "out of memory", NULL,
+                      NULL);
+        return;
+    }
+    if (!accept_validate(d, r, &st->root, &st->job.p)) {
+        accept_state_free(st);
+        return;
+    }
     if (outbox_watch_over_limit(d->watch)) {
         metrics_add(d->metrics->backpressure, 1);
         problem_reply(r, d->metrics, 503, "outbox-backlog", "Service Unavailable",
                       "the relay is behind: too many payments wait to be published; retry later",
                       NULL, retry_backlog);
-        goto done;
+        accept_state_free(st);
+        return;
     }
-    canon = canon_dump(root);
-    if (canon == NULL) {
+    st->canon = canon_dump(st->root);
+    if (st->canon == NULL) {
         problem_reply(r, d->metrics, 500, "internal-error", "Internal Error", "out of memory", NULL,
                       NULL);
-        goto done;
+        accept_state_free(st);
+        return;
     }
-    snprintf(response, sizeof response,
-             "{\"event_id\":\"%s\",\"payment_id\":\"%s\",\"status\":\"accepted\"}", p.event_id,
-             p.payment_id); /* both ids are [A-Za-z0-9._:-]: nothing to escape */
+    if (traceparent_valid(trace)) {
+        snprintf(st->trace, sizeof st->trace, "%s", trace);
+        st->job.traceparent = st->trace;
+    }
+    /* both ids are [A-Za-z0-9._:-]: nothing to escape */
+    snprintf(st->job.response, sizeof st->job.response,
+             "{\"event_id\":\"%s\",\"payment_id\":\"%s\",\"status\":\"accepted\"}",
+             st->job.p.event_id, st->job.p.payment_id);
+    st->job.canon = st->canon;
+    st->job.done = accept_done;
+    st->job.arg = st;
+    st->r = r;
+    http_request_set_state(r, st, accept_state_free);
+    http_request_suspend(r);
+    committer_submit(d->committer, &st->job);
+}
 
-    err = db_pool_acquire(d->pool, POOL_WAIT_MS, &db);
-    if (err != GW_OK) {
-        unavailable(d, r,
-                    err == GW_ERR_RETRY ? "all database connections are busy"
-                                        : "the database is unavailable");
-        goto done;
-    }
-    err = accept_commit(db, &p, canon, traceparent_valid(trace) ? trace : NULL, response, &outcome,
-                        answer, sizeof answer);
-    db_pool_release(d->pool, db);
-    if (err != GW_OK) {
+/* Second call, after the committer's COMMIT (or failure): answer. */
+static void accept_answer(const payments_deps *d, http_request *r, const accept_job *job)
+{
+    const payment *p = &job->p;
+
+    if (job->err != GW_OK) {
         /* no COMMIT happened (or its outcome is unknown): never 202 */
         log_warn("accept_failed", "request_id=%s event_id=%s payment_id=%s error=%s",
-                 http_request_id(r), p.event_id, p.payment_id, gw_err_str(err));
+                 http_request_id(r), p->event_id, p->payment_id, gw_err_str(job->err));
         unavailable(d, r, "the payment could not be committed; retry with the same event_id");
-        goto done;
+        return;
     }
-
-    switch (outcome) {
+    switch (job->outcome) {
     case OUTCOME_ACCEPTED:
         if (failpoint_hit("api.after_commit") != GW_OK)
             log_warn("failpoint_ignored", "point=api.after_commit");
@@ -247,15 +201,15 @@ void payments_accept(const payments_deps *d, http_request *r)
         log_info("payment_accepted",
                  "request_id=%s event_id=%s payment_id=%s method=%s decision=%s "
                  "amount_cents=%" PRId64,
-                 http_request_id(r), p.event_id, p.payment_id, p.method, p.decision,
-                 p.amount_cents);
-        reply_202(r, p.payment_id, answer, false);
+                 http_request_id(r), p->event_id, p->payment_id, p->method, p->decision,
+                 p->amount_cents);
+        reply_202(r, p->payment_id, job->answer, false);
         break;
     case OUTCOME_REPLAY:
         metrics_add(d->metrics->replayed, 1);
         log_info("payment_replayed", "request_id=%s event_id=%s payment_id=%s", http_request_id(r),
-                 p.event_id, p.payment_id);
-        reply_202(r, p.payment_id, answer, true);
+                 p->event_id, p->payment_id);
+        reply_202(r, p->payment_id, job->answer, true);
         break;
     case OUTCOME_KEY_REUSED:
         problem_reply(r, d->metrics, 422, "idempotency-key-reused", "Idempotency Key Reused",
@@ -271,9 +225,16 @@ void payments_accept(const payments_deps *d, http_request *r)
                       "this payment_id already has a decision from another event_id", NULL, NULL);
         break;
     }
-done:
-    free(canon);
-    json_decref(root);
+}
+
+void payments_accept(const payments_deps *d, http_request *r)
+{
+    accept_state *st = http_request_state(r);
+
+    if (st == NULL)
+        accept_submit(d, r);
+    else
+        accept_answer(d, r, &st->job);
 }
 
 static json_t *text_or_null(PGresult *res, int col)

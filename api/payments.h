@@ -5,6 +5,7 @@
 #include <stddef.h>
 
 #include "api/api_metrics.h"
+#include "api/committer.h"
 #include "api/db_pool.h"
 #include "api/outbox_watch.h"
 #include "shared/db.h"
@@ -12,7 +13,8 @@
 
 /* What the handlers use; all borrowed from main(). */
 typedef struct payments_deps {
-    db_pool *pool;
+    db_pool *pool;        /* reads */
+    committer *committer; /* accepts, group-committed */
     outbox_watch *watch;
     api_metrics *metrics;
 } payments_deps;
@@ -22,9 +24,10 @@ extern const db_stmt payments_stmts[];
 extern const size_t payments_nstmts;
 
 /*
- * payments_accept - validate the body of @r and, unless it is a replay or a
- * conflict, commit the payment, its outbox row and its idempotency record in
- * one transaction; answer 202 only after that COMMIT succeeded.
+ * payments_accept - validate the body of @r and hand it to the committer,
+ * which commits the payment, its outbox row and its idempotency record in one
+ * transaction shared with the accepts that arrived together; the request is
+ * suspended meanwhile. Runs again after the COMMIT and answers: 202 only then.
  */
 void payments_accept(const payments_deps *d, http_request *r);
 

@@ -18,9 +18,21 @@ struct db_conn {
     bool ready; /* connected and prepared */
 };
 
+void db_message_line(const char *msg, char *out, size_t len)
+{
+    size_t i;
+
+    snprintf(out, len, "%s", msg ? msg : "");
+    out[strcspn(out, "\n")] = '\0'; /* the first line is the reason */
+    for (i = 0; out[i]; i++)
+        if (out[i] == '"')
+            out[i] = '\''; /* keeps key="value" log fields whole */
+}
+
 gw_err db_check(const PGresult *res, ExecStatusType want, const char *stmt)
 {
     const char *st, *msg;
+    char line[256];
 
     if (PQresultStatus(res) == want) /* a NULL res reads as PGRES_FATAL_ERROR */
         return GW_OK;
@@ -28,8 +40,13 @@ gw_err db_check(const PGresult *res, ExecStatusType want, const char *stmt)
     msg = res ? PQresultErrorField(res, PG_DIAG_MESSAGE_PRIMARY) : NULL;
     if (st && strcmp(st, "23505") == 0)
         return GW_ERR_CONFLICT; /* the caller decides whether that is an error */
+    /* a lost connection has no fields: the result's message (or none) says why */
+    db_message_line(msg   ? msg
+                    : res ? PQresultErrorMessage(res)
+                          : "no result (connection lost)",
+                    line, sizeof line);
     log_warn("db_error", "stmt=%s sqlstate=%s message=\"%s\"", stmt, st ? st : "none",
-             msg ? msg : "no result");
+             line[0] ? line : "no result");
     if (st && (strcmp(st, "40001") == 0 || strcmp(st, "40P01") == 0))
         return GW_ERR_RETRY;
     return GW_ERR_DB;
@@ -49,8 +66,7 @@ static gw_err db_connect(db_conn *db)
     if (db->pg == NULL || PQstatus(db->pg) != CONNECTION_OK) {
         char why[256];
 
-        snprintf(why, sizeof why, "%s", db->pg ? PQerrorMessage(db->pg) : "out of memory");
-        why[strcspn(why, "\n\"")] = '\0'; /* the first line is the reason */
+        db_message_line(db->pg ? PQerrorMessage(db->pg) : "out of memory", why, sizeof why);
         config_db_target(db->url, target, sizeof target);
         log_warn("db_connect_failed", "target=%s error=\"%s\"", target, why);
         return GW_ERR_DB;

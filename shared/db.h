@@ -10,7 +10,7 @@
 #include "shared/err.h"
 
 /* The schema version this build expects: the highest sql/NNNN_*.sql. */
-#define DB_SCHEMA_VERSION 4
+#define DB_SCHEMA_VERSION 5
 
 /* A statement prepared on every (re)connect. */
 typedef struct db_stmt {
@@ -50,6 +50,9 @@ bool db_healthy(db_conn *db);
  * Logs failures once with @stmt. @res stays owned by the caller.
  */
 GW_MUSTCHECK gw_err db_check(const PGresult *res, ExecStatusType want, const char *stmt);
+
+/* db_message_line - the first line of @msg into @out, with '"' made "'" for log fields. */
+void db_message_line(const char *msg, char *out, size_t len);
 
 /* db_exec - run a parameterless command (BEGIN, COMMIT, ROLLBACK, SET ...). */
 GW_MUSTCHECK gw_err db_exec(db_conn *db, const char *sql);

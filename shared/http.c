@@ -32,6 +32,9 @@ struct http_request {
     bool too_large;
     int status;
     struct timespec started;
+    unsigned suspends; /* how often a handler suspended it */
+    void *state;       /* the handler's, see http_request_set_state() */
+    void (*state_free)(void *);
     char id[65];
 };
 
@@ -119,8 +122,10 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
     }
     if (r->status != 0)
         return MHD_YES; /* answered early */
+    unsigned suspends = r->suspends;
     s->opt.handler(s->opt.app, r);
-    if (r->status == 0) {
+    /* compare counts, not a flag: the resume may already have happened on another thread */
+    if (r->status == 0 && r->suspends == suspends) {
         log_error("http_no_answer", "request_id=%s path=%s", r->id, r->path);
         http_reply(r, 500, "application/json", "{}", 2, NULL);
     }
@@ -138,6 +143,8 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **req_cls,
         return;
     if (code != MHD_REQUEST_TERMINATED_COMPLETED_OK && r->status == 0)
         log_info("http_aborted", "request_id=%s path=%s code=%d", r->id, r->path, (int)code);
+    if (r->state_free != NULL)
+        r->state_free(r->state);
     free(r->body);
     free(r);
     *req_cls = NULL;
@@ -170,8 +177,9 @@ gw_err http_server_start(const http_options *opt, http_server **out)
     sa.sin_port = htons(opt->listen.port);
     inet_pton(AF_INET, opt->listen.host, &sa.sin_addr);
     s->daemon = MHD_start_daemon(
-        MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_USE_ITC | MHD_USE_ERROR_LOG, 0, NULL,
-        NULL, on_request, s, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&sa,
+        MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_USE_ITC | MHD_USE_ERROR_LOG |
+            MHD_ALLOW_SUSPEND_RESUME,
+        0, NULL, NULL, on_request, s, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&sa,
         MHD_OPTION_THREAD_POOL_SIZE, opt->threads > 1 ? opt->threads : 0,
         MHD_OPTION_CONNECTION_LIMIT, opt->connection_limit, MHD_OPTION_CONNECTION_TIMEOUT,
         opt->timeout_s, MHD_OPTION_NOTIFY_COMPLETED, on_completed, s, MHD_OPTION_EXTERNAL_LOGGER,
@@ -253,6 +261,28 @@ double http_request_age(const http_request *r)
 int http_request_status(const http_request *r)
 {
     return r->status;
+}
+
+void http_request_set_state(http_request *r, void *state, void (*free_fn)(void *))
+{
+    r->state = state;
+    r->state_free = free_fn;
+}
+
+void *http_request_state(const http_request *r)
+{
+    return r->state;
+}
+
+void http_request_suspend(http_request *r)
+{
+    r->suspends++;
+    MHD_suspend_connection(r->conn);
+}
+
+void http_request_resume(http_request *r)
+{
+    MHD_resume_connection(r->conn);
 }
 
 void http_reply(http_request *r, int status, const char *content_type, const char *body, size_t len,

@@ -62,6 +62,18 @@ double http_request_age(const http_request *r); /* seconds since the headers arr
 int http_request_status(const http_request *r); /* status answered, 0 before */
 
 /*
+ * Asynchronous answers. A handler that hands the work to another thread calls
+ * http_request_suspend() and returns without answering; that thread calls
+ * http_request_resume() when done, and the handler runs again on an HTTP
+ * thread, where it finds its state with http_request_state() and answers.
+ * The state (owned, freed with @free_fn when the request ends) survives both.
+ */
+void http_request_set_state(http_request *r, void *state, void (*free_fn)(void *));
+void *http_request_state(const http_request *r);
+void http_request_suspend(http_request *r);
+void http_request_resume(http_request *r); /* any thread */
+
+/*
  * Answers. Each sends exactly one response; @headers is NULL or a
  * NULL-terminated list of name, value pairs. Bodies are copied.
  */

@@ -58,6 +58,11 @@ gw_err json_strict_parse(const char *buf, size_t len, int max_depth, json_t **ou
     }
     /* no JSON_ALLOW_NUL: "\u0000" is refused; invalid UTF-8 is always refused */
     root = json_loadb(buf, len, JSON_REJECT_DUPLICATES, &jerr);
+    if (root == NULL && strncmp(jerr.text, "too big integer", 15) == 0) {
+        /* valid JSON with an integer past 64 bits: keep it as a real, so validation
+         * names the field (a 422) instead of calling the body malformed (a 400) */
+        root = json_loadb(buf, len, JSON_REJECT_DUPLICATES | JSON_DECODE_INT_AS_REAL, &jerr);
+    }
     if (root == NULL) {
         snprintf(why, why_len, "invalid JSON at line %d column %d: %s", jerr.line, jerr.column,
                  jerr.text);

@@ -13,7 +13,9 @@
 /*
  * json_strict_parse - decode @len bytes of @buf (not NUL-terminated).
  * Rejects invalid UTF-8, repeated member names, U+0000 (escaped or raw),
- * nesting deeper than @max_depth and trailing garbage. On GW_OK *@out is a
+ * nesting deeper than @max_depth and trailing garbage. An integer too big for
+ * 64 bits is decoded as a real (so a validator sees a non-integer there and
+ * names the field). On GW_OK *@out is a
  * new reference owned by the caller; on GW_ERR_INVALID @why says what is wrong.
  */
 GW_MUSTCHECK gw_err json_strict_parse(const char *buf, size_t len, int max_depth, json_t **out,

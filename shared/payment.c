@@ -88,7 +88,9 @@ bool payment_rfc3339_valid(const char *s)
     year = (s[0] - '0') * 1000 + (s[1] - '0') * 100 + digits2(s + 2);
     month = digits2(s + 5);
     day = digits2(s + 8);
-    if (month < 1 || month > 12 || day < 1 || day > mdays[month - 1])
+    /* year 0000 and offsets past 15:59 are valid RFC 3339 that PostgreSQL cannot store:
+     * refuse them here (422), not at the INSERT (a 503 the client would retry forever) */
+    if (year < 1 || month < 1 || month > 12 || day < 1 || day > mdays[month - 1])
         return false;
     if (month == 2 && day == 29 && !((year % 4 == 0 && year % 100 != 0) || year % 400 == 0))
         return false;
@@ -105,7 +107,7 @@ bool payment_rfc3339_valid(const char *s)
         return i + 1 == len;
     if (i + 6 == len && (s[i] == '+' || s[i] == '-') && all_digits(s + i + 1, 2) &&
         s[i + 3] == ':' && all_digits(s + i + 4, 2))
-        return digits2(s + i + 1) <= 23 && digits2(s + i + 4) <= 59;
+        return digits2(s + i + 1) <= 15 && digits2(s + i + 4) <= 59;
     return false;
 }
 
@@ -196,6 +198,11 @@ static void check_amount(const json_t *root, payment *out, field_errors *errs)
         return;
     }
     /* jansson keeps 150.0 and 1e2 as reals: only an integer literal is an integer */
+    if (json_is_real(v) &&
+        (json_real_value(v) > (double)PAYMENT_AMOUNT_MAX || json_real_value(v) < 0)) {
+        add_error(errs, "/amount_cents", "must be between 0 and 10000000000000");
+        return;
+    }
     if (!json_is_integer(v)) {
         add_error(errs, "/amount_cents",
                   "must be an integer number of cents (no fraction, no exponent)");

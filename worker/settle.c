@@ -313,6 +313,14 @@ static verdict process(settler *s, const amqp_envelope_t *env)
         return VERDICT_DEAD;
     }
     json_decref(root);
+    if (strcmp(message_id, p.event_id) != 0) {
+        /* CONTRACT section 4: message_id = event_id; a message without it is not one of ours */
+        metrics_add(s->dead_invalid, 1);
+        log_warn("delivery_invalid",
+                 "message_id=\"%s\" event_id=%s delivery_tag=%llu reason=message_id_mismatch",
+                 message_id, p.event_id, (unsigned long long)env->delivery_tag);
+        return VERDICT_DEAD;
+    }
 
     if ((err = inbox_seen(s->db, p.event_id, &seen)) != GW_OK)
         return VERDICT_REQUEUE;

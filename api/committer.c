@@ -1,0 +1,245 @@
+/* api/committer.c - a queue, a few threads, one COMMIT per batch */
+#include "api/committer.h"
+
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <jansson.h>
+#include <sodium.h>
+
+#include "shared/canon.h"
+#include "shared/db.h"
+#include "shared/failpoint.h"
+#include "shared/log.h"
+
+#define MAX_THREADS 8
+
+struct committer {
+    pthread_mutex_t lock;
+    pthread_cond_t work;
+    accept_job *head, *tail; /* under lock */
+    bool stopping;           /* under lock */
+    int max_batch;
+    int nthreads;
+    pthread_t threads[MAX_THREADS];
+    db_conn *db[MAX_THREADS];
+};
+
+static const db_stmt committer_stmts[] = {
+    {"accept_batch", "SELECT idx, outcome, response_body FROM accept_batch($1::jsonb)"},
+};
+
+typedef struct worker_arg {
+    committer *c;
+    int i;
+} worker_arg;
+
+static bool outcome_parse(const char *s, accept_outcome *out)
+{
+    static const char *const names[] = {"accepted", "replay", "key_reused", "in_flight",
+                                        "payment_decided"};
+
+    for (int i = 0; i < 5; i++) {
+        if (strcmp(s, names[i]) == 0) {
+            *out = (accept_outcome)i;
+            return true;
+        }
+    }
+    return false;
+}
+
+static json_t *job_json(const accept_job *j)
+{
+    uint8_t fp[CANON_FINGERPRINT_LEN];
+    char hex[2 * CANON_FINGERPRINT_LEN + 1];
+    json_t *o;
+
+    canon_fingerprint(j->canon, strlen(j->canon), fp);
+    sodium_bin2hex(hex, sizeof hex, fp, sizeof fp);
+    o = json_pack("{s:s,s:s,s:s,s:s,s:I,s:s,s:s,s:s,s:s,s:s,s:s}", "event_id", j->p.event_id,
+                  "payment_id", j->p.payment_id, "method", j->p.method, "decision", j->p.decision,
+                  "amount_cents", (json_int_t)j->p.amount_cents, "currency", j->p.currency,
+                  "payee_bank", j->p.payee_bank, "payee_account", j->p.payee_account, "fingerprint",
+                  hex, "body", j->canon, "response", j->response);
+    if (o == NULL)
+        return NULL;
+    if (j->p.decided_at[0])
+        json_object_set_new(o, "decided_at", json_string(j->p.decided_at));
+    if (j->traceparent != NULL)
+        json_object_set_new(o, "traceparent", json_string(j->traceparent));
+    return o;
+}
+
+static void fail_all(accept_job **jobs, int n, gw_err err)
+{
+    for (int i = 0; i < n; i++)
+        jobs[i]->err = err;
+}
+
+/*
+ * run_batch - BEGIN; accept_batch(all); COMMIT. Rows with outcome "error"
+ * (their own subtransaction failed) get GW_ERR_DB; their neighbours commit.
+ * When the statement or the COMMIT fails, nothing of the batch is committed.
+ */
+static void run_batch(db_conn *db, accept_job **jobs, int n)
+{
+    json_t *arr = json_array();
+    const char *params[1];
+    PGresult *res = NULL;
+    char *text = NULL;
+    gw_err err;
+
+    for (int i = 0; i < n; i++) {
+        jobs[i]->err = GW_ERR_DB;
+        json_array_append_new(arr, job_json(jobs[i])); /* steals */
+    }
+    text = json_dumps(arr, JSON_COMPACT);
+    json_decref(arr);
+    if (text == NULL) {
+        fail_all(jobs, n, GW_ERR_NOMEM);
+        return;
+    }
+    params[0] = text;
+    if ((err = db_ensure(db)) != GW_OK || (err = db_begin(db, NULL)) != GW_OK) {
+        fail_all(jobs, n, err);
+        goto out;
+    }
+    res = db_prepared(db, "accept_batch", 1, params);
+    if ((err = db_check(res, PGRES_TUPLES_OK, "accept_batch")) != GW_OK || PQntuples(res) != n) {
+        fail_all(jobs, n, err != GW_OK ? err : GW_ERR_DB);
+        db_rollback(db);
+        goto out;
+    }
+    for (int row = 0; row < n; row++) {
+        int i = atoi(PQgetvalue(res, row, 0));
+        const char *outcome = PQgetvalue(res, row, 1);
+
+        if (i < 0 || i >= n)
+            continue;
+        if (outcome_parse(outcome, &jobs[i]->outcome)) {
+            jobs[i]->err = GW_OK;
+            snprintf(jobs[i]->answer, sizeof jobs[i]->answer, "%s", PQgetvalue(res, row, 2));
+        } else {
+            /* this row alone failed; the others stand */
+            char why[160];
+
+            db_message_line(PQgetvalue(res, row, 2), why, sizeof why);
+            log_warn("accept_row_failed", "event_id=%s error=\"%s\"", jobs[i]->p.event_id, why);
+        }
+    }
+    if ((err = failpoint_hit("api.before_commit")) != GW_OK ||
+        (err = db_exec(db, "COMMIT")) != GW_OK) {
+        db_rollback(db);
+        fail_all(jobs, n, err); /* no COMMIT: none of them may get a 202 */
+    }
+out:
+    PQclear(res);
+    free(text);
+}
+
+static void *committer_main(void *arg)
+{
+    worker_arg *wa = arg;
+    committer *c = wa->c;
+    db_conn *db = c->db[wa->i];
+    accept_job **batch = calloc((size_t)c->max_batch, sizeof *batch);
+
+    free(wa);
+    if (batch == NULL)
+        abort(); /* start-up allocation */
+    for (;;) {
+        int n = 0;
+
+        pthread_mutex_lock(&c->lock);
+        while (c->head == NULL && !c->stopping)
+            pthread_cond_wait(&c->work, &c->lock);
+        if (c->head == NULL && c->stopping) {
+            pthread_mutex_unlock(&c->lock);
+            break;
+        }
+        /* everything that arrived while the last batch committed rides together */
+        while (c->head != NULL && n < c->max_batch) {
+            batch[n++] = c->head;
+            c->head = c->head->next;
+        }
+        if (c->head == NULL)
+            c->tail = NULL;
+        else
+            pthread_cond_signal(&c->work); /* more is queued: wake another committer */
+        pthread_mutex_unlock(&c->lock);
+
+        run_batch(db, batch, n);
+        for (int i = 0; i < n; i++)
+            batch[i]->done(batch[i]->arg); /* the job may be freed from here on */
+    }
+    free(batch);
+    return NULL;
+}
+
+gw_err committer_start(const char *url, int threads, int max_batch, committer **out)
+{
+    committer *c = calloc(1, sizeof *c);
+
+    if (c == NULL)
+        return GW_ERR_NOMEM;
+    if (threads < 1 || threads > MAX_THREADS)
+        threads = 2;
+    c->max_batch = max_batch > 0 ? max_batch : 64;
+    pthread_mutex_init(&c->lock, NULL);
+    pthread_cond_init(&c->work, NULL);
+    for (int i = 0; i < threads; i++) {
+        worker_arg *wa = malloc(sizeof *wa);
+
+        if (wa == NULL ||
+            db_open(url, "payments-api-commit", committer_stmts, 1, true, &c->db[i]) != GW_OK) {
+            free(wa);
+            committer_stop(c);
+            return GW_ERR_NOMEM;
+        }
+        wa->c = c;
+        wa->i = i;
+        if (pthread_create(&c->threads[i], NULL, committer_main, wa) != 0) {
+            free(wa);
+            db_close(c->db[i]);
+            c->db[i] = NULL;
+            committer_stop(c);
+            return GW_ERR_NOMEM;
+        }
+        c->nthreads++;
+    }
+    *out = c;
+    return GW_OK;
+}
+
+void committer_stop(committer *c)
+{
+    if (c == NULL)
+        return;
+    pthread_mutex_lock(&c->lock);
+    c->stopping = true;
+    pthread_cond_broadcast(&c->work);
+    pthread_mutex_unlock(&c->lock);
+    for (int i = 0; i < c->nthreads; i++)
+        pthread_join(c->threads[i], NULL);
+    for (int i = 0; i < MAX_THREADS; i++)
+        db_close(c->db[i]);
+    pthread_cond_destroy(&c->work);
+    pthread_mutex_destroy(&c->lock);
+    free(c);
+}
+
+void committer_submit(committer *c, accept_job *job)
+{
+    job->next = NULL;
+    pthread_mutex_lock(&c->lock);
+    if (c->tail)
+        c->tail->next = job;
+    else
+        c->head = job;
+    c->tail = job;
+    pthread_cond_signal(&c->work);
+    pthread_mutex_unlock(&c->lock);
+}
