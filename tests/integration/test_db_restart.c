@@ -1,0 +1,227 @@
+/*
+ * tests/integration/test_db_restart.c - PostgreSQL goes away and comes back
+ *
+ * While the database is down the API answers 503 with Retry-After (never a
+ * 202), /readyz says 503 and /healthz 200; once it is back the SAME process
+ * accepts again. This stops the shared PostgreSQL ($GW_STACK stop db), so
+ * meson runs it alone (is_parallel: false), and the database is always
+ * started again: by this test, or by a guard process if this test dies.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "tests/support/tapi.h"
+#include "tests/support/tcheck.h"
+#include "tests/support/tdb.h"
+#include "tests/support/thttp.h"
+#include "tests/support/tproc.h"
+
+#define RECOVER_MS 20000
+
+static const char *stack_bin(void)
+{
+    const char *s = getenv("GW_STACK");
+
+    return (s != NULL && *s != '\0') ? s : NULL;
+}
+
+/* "$GW_STACK @verb db", its output on our stderr; the exit status. */
+static int stack_db(const char *verb)
+{
+    const char *stack = stack_bin();
+    long long t0 = tproc_now_ms();
+    pid_t pid;
+    int ws;
+
+    fprintf(stderr, "running %s %s db\n", stack, verb);
+    fflush(NULL);
+    pid = fork();
+    if (pid == 0) {
+        dup2(2, 1);
+        execl(stack, stack, verb, "db", (char *)NULL);
+        _exit(127);
+    }
+    if (pid < 0 || waitpid(pid, &ws, 0) != pid)
+        return -1;
+    fprintf(stderr, "%s %s db: %lld ms\n", stack, verb, tproc_now_ms() - t0);
+    return WIFEXITED(ws) ? WEXITSTATUS(ws) : 128 + WTERMSIG(ws);
+}
+
+/*
+ * A guard that starts the database again if this process dies before it did
+ * (a crash, or meson's timeout killing our process group): it waits for one
+ * byte on a pipe; end-of-file without it means we are gone.
+ */
+static pid_t guard_start(int *done_fd)
+{
+    int fds[2];
+    pid_t pid;
+
+    if (pipe2(fds, O_CLOEXEC) != 0)
+        return -1;
+    fflush(NULL);
+    pid = fork();
+    if (pid == 0) {
+        char c;
+        ssize_t n;
+
+        setsid(); /* out of the test's process group: a timeout kill must not reach us */
+        signal(SIGTERM, SIG_IGN);
+        signal(SIGINT, SIG_IGN);
+        close(fds[1]);
+        do
+            n = read(fds[0], &c, 1);
+        while (n < 0 && errno == EINTR);
+        if (n == 1)
+            _exit(0); /* the test restarted the database itself */
+        execl(stack_bin(), stack_bin(), "start", "db", (char *)NULL);
+        _exit(127);
+    }
+    close(fds[0]);
+    *done_fd = fds[1];
+    return pid;
+}
+
+static void guard_done(pid_t pid, int done_fd)
+{
+    if (pid <= 0)
+        return;
+    if (write(done_fd, "x", 1) != 1)
+        fprintf(stderr, "guard: write failed: %s\n", strerror(errno));
+    close(done_fd);
+    waitpid(pid, NULL, 0);
+}
+
+static long long rows_for(tdb *db, const char *event_id)
+{
+    return tdb_long(db, "SELECT count(*) FROM payments WHERE event_id = $1", event_id, NULL);
+}
+
+/* While the database is down: every answer that needs it is a 503. */
+static void check_while_down(tapi *a)
+{
+    char *body = tapi_payment("evt-down", "pay-down");
+    thttp_resp r;
+
+    for (int i = 0; i < 3; i++) { /* the pooled connections fail one by one: try several */
+        tcheck_context("POST while down, try %d", i);
+        tapi_post(a, body, NULL, &r);
+        CHECK_PROBLEM(&r, 503, "service-unavailable");
+        CHECK_RETRY_AFTER(&r);
+        CHECK(r.status != 202);
+        thttp_resp_free(&r);
+    }
+    tcheck_context_clear();
+    tapi_get(a, "/v1/payments/pay-before", &r);
+    CHECK_INT(r.status, 503);
+    CHECK_STR(thttp_header(&r, "Content-Type"), "application/problem+json");
+    CHECK_RETRY_AFTER(&r);
+    thttp_resp_free(&r);
+    thttp_get(a->url, "/readyz", NULL, &r);
+    CHECK_INT(r.status, 503);
+    thttp_resp_free(&r);
+    thttp_get(a->url, "/healthz", NULL, &r); /* the process itself is fine */
+    CHECK_INT(r.status, 200);
+    thttp_resp_free(&r);
+    CHECK(tproc_running(a->proc));
+    free(body);
+}
+
+/* After the restart: within RECOVER_MS the same process accepts again. */
+static void check_recovers(tapi *a, tdb *db, pid_t pid)
+{
+    char *body = tapi_payment("evt-after", "pay-after");
+    long long t0 = tproc_now_ms(), deadline = t0 + RECOVER_MS;
+    int unavailable = 0;
+    thttp_resp r = {0};
+
+    for (;;) {
+        tapi_post(a, body, NULL, &r);
+        if (r.status != 503 || tproc_now_ms() >= deadline)
+            break;
+        unavailable++;
+        thttp_resp_free(&r);
+        tproc_sleep_ms(200);
+    }
+    printf("accepting again %lld ms after the restart, after %d answers of 503\n",
+           tproc_now_ms() - t0, unavailable);
+    CHECK_INT(r.status, 202);
+    CHECK(thttp_header(&r, "Idempotent-Replayed") == NULL);
+    thttp_resp_free(&r);
+    CHECK_INT(tproc_pid(a->proc), pid); /* the same process, not a restarted one */
+    CHECK(tproc_running(a->proc));
+
+    thttp_get(a->url, "/readyz", NULL, &r);
+    CHECK_INT(r.status, 200);
+    thttp_resp_free(&r);
+    tapi_get(a, "/v1/payments/pay-before", &r);
+    CHECK_INT(r.status, 200);
+    thttp_resp_free(&r);
+
+    /* nothing of the refused request was committed: sending it now is a first accept */
+    CHECK_INT(rows_for(db, "evt-down"), 0);
+    free(body);
+    body = tapi_payment("evt-down", "pay-down");
+    tapi_post(a, body, NULL, &r);
+    CHECK_INT(r.status, 202);
+    CHECK(thttp_header(&r, "Idempotent-Replayed") == NULL);
+    thttp_resp_free(&r);
+    CHECK_INT(rows_for(db, "evt-after"), 1);
+    CHECK_INT(rows_for(db, "evt-down"), 1);
+    free(body);
+}
+
+int main(void)
+{
+    tdb *db;
+    tapi a;
+    thttp_resp r;
+    pid_t pid, guard;
+    int done_fd = -1;
+    char *body;
+
+    if (tdb_admin_url() == NULL) {
+        printf("SKIP: GW_TEST_PG_URL is not set\n");
+        return 77;
+    }
+    if (stack_bin() == NULL) {
+        printf("SKIP: GW_STACK is not set (this test stops and starts the database)\n");
+        return 77;
+    }
+    if (tapi_bin() == NULL)
+        return 1;
+    thttp_global_init();
+    db = tdb_create(true);
+    if (!CHECK(db != NULL))
+        return tcheck_summary("test_db_restart");
+    if (!CHECK(tapi_start(&a, "dbrestart-api", tdb_url(db), NULL))) {
+        tdb_drop(db);
+        return tcheck_summary("test_db_restart");
+    }
+    pid = tproc_pid(a.proc);
+    body = tapi_payment("evt-before", "pay-before");
+    tapi_post(&a, body, NULL, &r);
+    CHECK_INT(r.status, 202);
+    thttp_resp_free(&r);
+    free(body);
+
+    guard = guard_start(&done_fd);
+    CHECK(guard > 0);
+    if (CHECK_INT(stack_db("stop"), 0))
+        check_while_down(&a);
+    /* always, whatever failed above */
+    CHECK_INT(stack_db("start"), 0);
+    guard_done(guard, done_fd);
+
+    check_recovers(&a, db, pid);
+    tapi_stop(&a);
+    tdb_drop(db);
+    thttp_global_cleanup();
+    return tcheck_summary("test_db_restart");
+}

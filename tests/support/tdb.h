@@ -1,0 +1,44 @@
+/* tests/support/tdb.h - a fresh PostgreSQL database per test, and one-line queries on it */
+#ifndef TESTS_SUPPORT_TDB_H
+#define TESTS_SUPPORT_TDB_H
+
+#include <stdbool.h>
+
+typedef struct tdb tdb;
+
+/*
+ * tdb_admin_url - $GW_TEST_PG_URL, or NULL when unset or empty: integration
+ * tests then return 77 (meson: SKIP).
+ */
+const char *tdb_admin_url(void);
+
+/*
+ * tdb_create - CREATE DATABASE t_<pid>_<random> on the server of
+ * tdb_admin_url() and, when @migrate, run "$GW_MIGRATE <url>" on it (default
+ * $GW_SOURCE_ROOT/scripts/migrate). Returns a handle owned by the caller
+ * (tdb_drop()), NULL after printing why.
+ */
+tdb *tdb_create(bool migrate);
+
+/* tdb_url - the new database's URL, borrowed. tdb_name - its name. */
+const char *tdb_url(const tdb *db);
+const char *tdb_name(const tdb *db);
+
+/*
+ * Queries on the test database. Parameters are text, NULL-terminated after
+ * @sql ($1, $2 ...). Each reconnects when the connection broke (the db-restart
+ * test stops the server) and prints the error when the query fails.
+ */
+/* tdb_value - row 0, column 0 as a new string (free()); NULL when no row, SQL NULL or error. */
+char *tdb_value(tdb *db, const char *sql, ...) __attribute__((sentinel));
+/* tdb_long - row 0, column 0 as an integer; -1 when no row, SQL NULL or error. */
+long long tdb_long(tdb *db, const char *sql, ...) __attribute__((sentinel));
+/* tdb_rows - the number of rows the query returns; -1 on error. */
+long long tdb_rows(tdb *db, const char *sql, ...) __attribute__((sentinel));
+/* tdb_exec - a command; false on error. */
+bool tdb_exec(tdb *db, const char *sql, ...) __attribute__((sentinel));
+
+/* tdb_drop - drop the database (best effort, WITH (FORCE) on PostgreSQL 13+) and free. NULL ok. */
+void tdb_drop(tdb *db);
+
+#endif
