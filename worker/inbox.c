@@ -5,11 +5,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <jansson.h>
+
 #include "shared/failpoint.h"
 
 const db_stmt inbox_stmts[] = {
-    {"inbox_seen", "SELECT 1 FROM inbox WHERE event_id = $1"},
-    {"settle", "SELECT outcome, seconds FROM settle_payment($1, $2, $3::int)"},
     {"mark_retrying",
      "UPDATE payments SET status = 'retrying', attempts = $3::int, last_error = $4, "
      "updated_at = now() WHERE payment_id = $1 AND event_id = $2 "
@@ -20,58 +20,10 @@ const db_stmt inbox_stmts[] = {
      "AND status <> 'settled'"},
     {"inbox_purge", "DELETE FROM inbox WHERE event_id IN (SELECT event_id FROM inbox "
                     "WHERE processed_at < now() - make_interval(days => $1::int) LIMIT $2::int)"},
+    {"inbox_seen_many", "SELECT event_id FROM inbox WHERE event_id = ANY($1::text[])"},
+    {"settle_batch", "SELECT idx, outcome, seconds FROM settle_batch($1::jsonb)"},
 };
 const size_t inbox_nstmts = sizeof inbox_stmts / sizeof inbox_stmts[0];
-
-gw_err inbox_seen(db_conn *db, const char *event_id, bool *seen)
-{
-    const char *params[1] = {event_id};
-    PGresult *res = db_prepared(db, "inbox_seen", 1, params);
-    gw_err err = db_check(res, PGRES_TUPLES_OK, "inbox_seen");
-
-    if (err == GW_OK)
-        *seen = PQntuples(res) > 0;
-    PQclear(res);
-    return err;
-}
-
-gw_err inbox_settle(db_conn *db, const payment *p, int attempt, inbox_outcome *out,
-                    double *accept_to_settle_s)
-{
-    char att[16];
-    const char *params[3] = {p->event_id, p->payment_id, att};
-    PGresult *res = NULL;
-    const char *outcome;
-    gw_err err;
-
-    snprintf(att, sizeof att, "%d", attempt);
-    if ((err = db_begin(db, NULL)) != GW_OK)
-        return err;
-    res = db_prepared(db, "settle", 3, params);
-    if ((err = db_check(res, PGRES_TUPLES_OK, "settle")) != GW_OK || PQntuples(res) != 1) {
-        err = err != GW_OK ? err : GW_ERR_DB;
-        goto rollback;
-    }
-    outcome = PQgetvalue(res, 0, 0);
-    if (strcmp(outcome, "settled") != 0) {
-        *out = strcmp(outcome, "duplicate") == 0  ? INBOX_DUPLICATE
-               : strcmp(outcome, "terminal") == 0 ? INBOX_TERMINAL
-                                                  : INBOX_UNKNOWN;
-        PQclear(res);
-        return db_exec(db, "ROLLBACK"); /* nothing to keep */
-    }
-    *out = INBOX_SETTLED;
-    *accept_to_settle_s = atof(PQgetvalue(res, 0, 1));
-    if ((err = failpoint_hit("worker.before_commit")) != GW_OK)
-        goto rollback;
-    err = db_exec(db, "COMMIT");
-    PQclear(res);
-    return err;
-rollback:
-    db_rollback(db);
-    PQclear(res);
-    return err;
-}
 
 static gw_err mark(db_conn *db, const char *stmt, const char *payment_id, const char *event_id,
                    int attempt, const char *why)
@@ -112,5 +64,105 @@ gw_err inbox_purge(db_conn *db, int days, int limit, long *deleted)
     err = db_check(res, PGRES_COMMAND_OK, "inbox_purge");
     *deleted = err == GW_OK ? atol(PQcmdTuples(res)) : 0;
     PQclear(res);
+    return err;
+}
+
+/* "{a,b}" of the event ids: [A-Za-z0-9._:-] needs no quoting in an array literal. */
+static char *event_array(const inbox_item *items, int n)
+{
+    size_t cap = 3 + (size_t)n * (PAYMENT_ID_MAX + 1), len = 0;
+    char *s = malloc(cap);
+
+    if (s == NULL)
+        return NULL;
+    s[len++] = '{';
+    for (int i = 0; i < n; i++)
+        len += (size_t)snprintf(s + len, cap - len, "%s%s", i ? "," : "", items[i].p->event_id);
+    s[len++] = '}';
+    s[len] = '\0';
+    return s;
+}
+
+gw_err inbox_seen_many(db_conn *db, const inbox_item *items, int n, bool *seen)
+{
+    char *ids = event_array(items, n);
+    const char *params[1] = {ids};
+    PGresult *res;
+    gw_err err;
+
+    if (ids == NULL)
+        return GW_ERR_NOMEM;
+    res = db_prepared(db, "inbox_seen_many", 1, params);
+    err = db_check(res, PGRES_TUPLES_OK, "inbox_seen_many");
+    for (int i = 0; i < n; i++) {
+        seen[i] = false;
+        for (int row = 0; err == GW_OK && row < PQntuples(res); row++)
+            seen[i] = seen[i] || strcmp(PQgetvalue(res, row, 0), items[i].p->event_id) == 0;
+    }
+    PQclear(res);
+    free(ids);
+    return err;
+}
+
+static inbox_outcome outcome_of(const char *s, bool *failed)
+{
+    *failed = false;
+    if (strcmp(s, "settled") == 0)
+        return INBOX_SETTLED;
+    if (strcmp(s, "duplicate") == 0)
+        return INBOX_DUPLICATE;
+    if (strcmp(s, "terminal") == 0)
+        return INBOX_TERMINAL;
+    if (strcmp(s, "unknown_payment") == 0)
+        return INBOX_UNKNOWN;
+    *failed = true;
+    return INBOX_UNKNOWN;
+}
+
+gw_err inbox_settle_batch(db_conn *db, inbox_item *items, int n)
+{
+    json_t *arr = json_array();
+    const char *params[1];
+    PGresult *res = NULL;
+    char *text;
+    gw_err err;
+
+    for (int i = 0; i < n; i++) {
+        items[i].failed = true;
+        json_array_append_new(arr, json_pack("{s:s,s:s,s:i}", "event_id", items[i].p->event_id,
+                                             "payment_id", items[i].p->payment_id, "attempt",
+                                             items[i].attempt));
+    }
+    text = json_dumps(arr, JSON_COMPACT);
+    json_decref(arr);
+    if (text == NULL)
+        return GW_ERR_NOMEM;
+    params[0] = text;
+    if ((err = db_begin(db, NULL)) != GW_OK)
+        goto out;
+    res = db_prepared(db, "settle_batch", 1, params);
+    if ((err = db_check(res, PGRES_TUPLES_OK, "settle_batch")) != GW_OK || PQntuples(res) != n) {
+        err = err != GW_OK ? err : GW_ERR_DB;
+        goto rollback;
+    }
+    for (int row = 0; row < n; row++) {
+        int i = atoi(PQgetvalue(res, row, 0));
+
+        if (i < 0 || i >= n)
+            continue;
+        items[i].outcome = outcome_of(PQgetvalue(res, row, 1), &items[i].failed);
+        items[i].accept_to_settle_s = PQgetisnull(res, row, 2) ? 0 : atof(PQgetvalue(res, row, 2));
+    }
+    if ((err = failpoint_hit("worker.before_commit")) != GW_OK)
+        goto rollback;
+    if ((err = db_exec(db, "COMMIT")) == GW_OK)
+        goto out;
+rollback:
+    db_rollback(db);
+    for (int i = 0; i < n; i++)
+        items[i].failed = true;
+out:
+    PQclear(res);
+    free(text);
     return err;
 }

@@ -20,17 +20,28 @@ typedef enum inbox_outcome {
 extern const db_stmt inbox_stmts[];
 extern const size_t inbox_nstmts;
 
-/* inbox_seen - whether @event_id's effect is already committed (a cheap pre-check). */
-GW_MUSTCHECK gw_err inbox_seen(db_conn *db, const char *event_id, bool *seen);
+/* One delivery of a batch: inputs @p and @attempt; outputs the rest. */
+typedef struct inbox_item {
+    const payment *p; /* borrowed */
+    int attempt;
+    bool failed;           /* its own subtransaction failed: nothing of it was written */
+    inbox_outcome outcome; /* when not failed */
+    double accept_to_settle_s;
+} inbox_item;
 
 /*
- * inbox_settle - one transaction: inbox insert (ON CONFLICT DO NOTHING), the
- * balanced ledger lines and the payment settled, then COMMIT. Anything but
- * INBOX_SETTLED rolls back. On INBOX_SETTLED *@accept_to_settle_s is the time
- * since the accept. Any error means nothing was committed: do not ack.
+ * inbox_seen_many - @seen[i] tells whether @items[i]'s effect is already
+ * committed; one round trip for the whole batch.
  */
-GW_MUSTCHECK gw_err inbox_settle(db_conn *db, const payment *p, int attempt, inbox_outcome *out,
-                                 double *accept_to_settle_s);
+GW_MUSTCHECK gw_err inbox_seen_many(db_conn *db, const inbox_item *items, int n, bool *seen);
+
+/*
+ * inbox_settle_batch - one transaction for @n items: each runs settle_payment()
+ * in its own subtransaction (settle_batch() in sql/0006), then one COMMIT. On
+ * GW_OK each item's outcome (or failed) is filled and every INBOX_SETTLED is
+ * durable. Any error means nothing of the batch was committed: ack none of it.
+ */
+GW_MUSTCHECK gw_err inbox_settle_batch(db_conn *db, inbox_item *items, int n);
 
 /* inbox_mark_retrying - payment retrying with @attempt and @why (forward-only guard). */
 GW_MUSTCHECK gw_err inbox_mark_retrying(db_conn *db, const payment *p, int attempt,

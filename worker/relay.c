@@ -338,7 +338,19 @@ static gw_err wait_for_work(relay *r)
     PGnotify *n;
     mq_event ev;
     gw_err err;
+    bool woken = false;
 
+    /*
+     * A NOTIFY sent while our batch transaction was open is delivered at its
+     * COMMIT: libpq read it off the socket with the COMMIT's answer, so poll()
+     * would not see it. PQnotifies() parses what is buffered without reading.
+     */
+    while ((n = PQnotifies(db_pg(r->db))) != NULL) {
+        PQfreemem(n);
+        woken = true;
+    }
+    if (woken)
+        return GW_OK;
     if (poll(fds, 2, RELAY_POLL_MS) < 0)
         return GW_OK; /* EINTR: the loop checks the stop flag */
     if (fds[1].revents) {

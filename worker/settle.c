@@ -17,6 +17,7 @@
 #include "shared/mq_topology.h"
 #include "shared/payment.h"
 #include "worker/inbox.h"
+#include "worker/retry.h"
 
 #define CONSUMER_TAG "payments-worker"
 
@@ -155,106 +156,6 @@ fail:
     return err;
 }
 
-/* x-attempt of the delivery; 1 when absent or not an integer. Never x-death. */
-static int header_attempt(const amqp_basic_properties_t *p)
-{
-    if (!(p->_flags & AMQP_BASIC_HEADERS_FLAG))
-        return 1;
-    for (int i = 0; i < p->headers.num_entries; i++) {
-        const amqp_table_entry_t *e = &p->headers.entries[i];
-        int64_t v;
-
-        if (e->key.len != 9 || memcmp(e->key.bytes, "x-attempt", 9) != 0)
-            continue;
-        switch (e->value.kind) {
-        case AMQP_FIELD_KIND_I8:
-            v = e->value.value.i8;
-            break;
-        case AMQP_FIELD_KIND_U8:
-            v = e->value.value.u8;
-            break;
-        case AMQP_FIELD_KIND_I16:
-            v = e->value.value.i16;
-            break;
-        case AMQP_FIELD_KIND_U16:
-            v = e->value.value.u16;
-            break;
-        case AMQP_FIELD_KIND_I32:
-            v = e->value.value.i32;
-            break;
-        case AMQP_FIELD_KIND_U32:
-            v = e->value.value.u32;
-            break;
-        case AMQP_FIELD_KIND_I64:
-            v = e->value.value.i64;
-            break;
-        case AMQP_FIELD_KIND_U64:
-            v = (int64_t)e->value.value.u64;
-            break;
-        default:
-            return 1;
-        }
-        return v >= 1 && v <= 1000 ? (int)v : 1;
-    }
-    return 1;
-}
-
-static void bytes_to_str(amqp_bytes_t b, char *out, size_t len)
-{
-    size_t n = b.len < len - 1 ? b.len : len - 1;
-
-    memcpy(out, b.bytes, n);
-    out[n] = '\0';
-}
-
-/*
- * publish_retry - a confirmed copy to payments.retry, routed by the delay of
- * this @attempt, with x-attempt + 1 and x-last-error. The original's
- * message_id, timestamp and other headers are kept; the broker's x-death is not.
- */
-static gw_err publish_retry(settler *s, const amqp_envelope_t *env, int attempt, const char *why)
-{
-    const amqp_basic_properties_t *p = &env->message.properties;
-    amqp_table_entry_t keep[24];
-    amqp_table_t extra = {0, keep};
-    char message_id[128] = "", traceparent[64] = "", key[16], reply[160];
-    const char *trace = NULL;
-    mq_message m = {0};
-    gw_err err;
-
-    if (p->_flags & AMQP_BASIC_MESSAGE_ID_FLAG)
-        bytes_to_str(p->message_id, message_id, sizeof message_id);
-    for (int i = 0; (p->_flags & AMQP_BASIC_HEADERS_FLAG) && i < p->headers.num_entries; i++) {
-        const amqp_table_entry_t *e = &p->headers.entries[i];
-        bool ours_or_broker = e->key.len >= 2 && memcmp(e->key.bytes, "x-", 2) == 0;
-
-        if (e->key.len == 11 && memcmp(e->key.bytes, "traceparent", 11) == 0 &&
-            e->value.kind == AMQP_FIELD_KIND_UTF8) {
-            bytes_to_str(e->value.value.bytes, traceparent, sizeof traceparent);
-            trace = traceparent;
-        } else if (!ours_or_broker && extra.num_entries < 24) {
-            keep[extra.num_entries++] = *e;
-        }
-    }
-    snprintf(key, sizeof key, "%d", s->cfg->retry_delays_ms[attempt - 1]);
-    m.exchange = MQ_EXCHANGE_RETRY;
-    m.routing_key = key;
-    m.message_id = message_id;
-    m.type = MQ_MESSAGE_TYPE;
-    m.body = env->message.body.bytes;
-    m.len = env->message.body.len;
-    m.attempt = attempt + 1;
-    m.last_error = why;
-    m.traceparent = trace;
-    m.extra_headers = &extra;
-    m.timestamp = (p->_flags & AMQP_BASIC_TIMESTAMP_FLAG) ? p->timestamp : 0;
-    err = mq_publish_confirmed(s->publisher, &m, SETTLE_CONFIRM_TIMEOUT_MS, reply, sizeof reply);
-    if (err != GW_OK)
-        log_warn("retry_publish_failed", "message_id=%s attempt=%d reason=\"%s\"", message_id,
-                 attempt, reply);
-    return err == GW_ERR_NOT_FOUND ? GW_ERR_MQ : err;
-}
-
 /* A transient failure: a delayed copy while attempts remain, the DLQ after. */
 static verdict on_transient(settler *s, const amqp_envelope_t *env, const payment *p, int attempt,
                             const char *why)
@@ -275,7 +176,7 @@ static verdict on_transient(settler *s, const amqp_envelope_t *env, const paymen
     /* the status first: it is only a view, and the copy below is what carries the retry */
     if (inbox_mark_retrying(s->db, p, attempt, why) != GW_OK)
         return VERDICT_REQUEUE;
-    if (publish_retry(s, env, attempt, why) != GW_OK)
+    if (retry_publish(s->publisher, s->cfg, env, attempt, why) != GW_OK)
         return VERDICT_REQUEUE; /* not acked: the broker redelivers it */
     if (failpoint_hit("worker.after_retry_publish") != GW_OK)
         return VERDICT_REQUEUE;
@@ -285,110 +186,200 @@ static verdict on_transient(settler *s, const amqp_envelope_t *env, const paymen
     return VERDICT_RETRY;
 }
 
-/* Everything between delivery and the ack decision. */
-static verdict process(settler *s, const amqp_envelope_t *env)
-{
-    char reason[200], why[200], message_id[128] = "";
-    const amqp_basic_properties_t *props = &env->message.properties;
-    int attempt = header_attempt(props);
-    double accept_to_settle = 0;
-    json_t *root = NULL;
-    field_errors errs;
-    inbox_outcome outcome;
-    bank_result br;
+/* One delivery of a batch, from receipt to its answer. */
+typedef struct delivery {
+    amqp_envelope_t env;
     payment p;
-    bool seen = false;
-    gw_err err;
+    int attempt;
+    verdict v;
+    bool decided; /* v is final; otherwise it waits for the batch COMMIT */
+    char message_id[128];
+} delivery;
 
-    if (props->_flags & AMQP_BASIC_MESSAGE_ID_FLAG)
-        bytes_to_str(props->message_id, message_id, sizeof message_id);
-    /* the same validation as the API: a message that would not be accepted is poison */
-    if (json_strict_parse(env->message.body.bytes, env->message.body.len, JSON_STRICT_MAX_DEPTH,
-                          &root, reason, sizeof reason) != GW_OK ||
-        payment_validate(root, &p, &errs) != GW_OK) {
-        json_decref(root);
-        metrics_add(s->dead_invalid, 1);
-        log_warn("delivery_invalid", "message_id=%s delivery_tag=%llu bytes=%zu", message_id,
-                 (unsigned long long)env->delivery_tag, env->message.body.len);
-        return VERDICT_DEAD;
-    }
-    json_decref(root);
-    if (strcmp(message_id, p.event_id) != 0) {
-        /* CONTRACT section 4: message_id = event_id; a message without it is not one of ours */
-        metrics_add(s->dead_invalid, 1);
-        log_warn("delivery_invalid",
-                 "message_id=\"%s\" event_id=%s delivery_tag=%llu reason=message_id_mismatch",
-                 message_id, p.event_id, (unsigned long long)env->delivery_tag);
-        return VERDICT_DEAD;
-    }
+static void decide(delivery *d, verdict v)
+{
+    d->v = v;
+    d->decided = true;
+}
 
-    if ((err = inbox_seen(s->db, p.event_id, &seen)) != GW_OK)
-        return VERDICT_REQUEUE;
+/*
+ * triage - everything before the batch transaction: validation (the API's
+ * rules: a message the API would refuse is poison), the bank call, and what a
+ * failure means. Leaves undecided only the deliveries to settle now.
+ */
+static void triage(settler *s, delivery *d, bool seen)
+{
+    char why[200];
+    bank_result br;
+
     if (seen) {
         metrics_add(s->duplicates, 1);
         log_info("duplicate_skipped", "event_id=%s payment_id=%s attempt=%d redelivered=%d",
-                 p.event_id, p.payment_id, attempt, env->redelivered);
-        return VERDICT_ACK;
+                 d->p.event_id, d->p.payment_id, d->attempt, d->env.redelivered);
+        decide(d, VERDICT_ACK);
+        return;
     }
-
-    br = bank_settle(s->bank, &p, attempt, why, sizeof why);
-    if (br == BANK_TRANSIENT)
-        return on_transient(s, env, &p, attempt, why);
-    if (br == BANK_PERMANENT) {
-        if (inbox_mark_dead(s->db, p.payment_id, p.event_id, attempt, why) != GW_OK)
-            return VERDICT_REQUEUE;
+    br = bank_settle(s->bank, &d->p, d->attempt, why, sizeof why);
+    if (br == BANK_TRANSIENT) {
+        decide(d, on_transient(s, &d->env, &d->p, d->attempt, why));
+    } else if (br == BANK_PERMANENT) {
+        if (inbox_mark_dead(s->db, d->p.payment_id, d->p.event_id, d->attempt, why) != GW_OK) {
+            decide(d, VERDICT_REQUEUE);
+            return;
+        }
         metrics_add(s->dead_permanent, 1);
         log_warn("payment_dead_lettered",
-                 "event_id=%s payment_id=%s attempt=%d reason=permanent error=\"%s\"", p.event_id,
-                 p.payment_id, attempt, why);
-        return VERDICT_DEAD;
+                 "event_id=%s payment_id=%s attempt=%d reason=permanent error=\"%s\"",
+                 d->p.event_id, d->p.payment_id, d->attempt, why);
+        decide(d, VERDICT_DEAD);
     }
+}
 
-    if ((err = inbox_settle(s->db, &p, attempt, &outcome, &accept_to_settle)) != GW_OK)
-        return VERDICT_REQUEUE; /* rolled back: nothing happened, so nothing is acked */
-    switch (outcome) {
-    case INBOX_SETTLED:
-        metrics_add(s->settled, 1);
-        metrics_observe(s->accept_to_settle_seconds, accept_to_settle);
-        log_info("payment_settled", "event_id=%s payment_id=%s attempt=%d amount_cents=%lld",
-                 p.event_id, p.payment_id, attempt, (long long)p.amount_cents);
-        if (failpoint_hit("worker.after_commit") != GW_OK)
-            return VERDICT_REQUEUE;
-        return VERDICT_ACK;
-    case INBOX_DUPLICATE:
-        metrics_add(s->duplicates, 1);
-        return VERDICT_ACK;
-    case INBOX_TERMINAL:
-        log_warn("settle_after_dead_letter", "event_id=%s payment_id=%s", p.event_id, p.payment_id);
-        return VERDICT_ACK;
-    case INBOX_UNKNOWN:
-        break;
+/* Parse and validate; false (decided DEAD) for poison. */
+static bool validate(settler *s, delivery *d)
+{
+    const amqp_basic_properties_t *props = &d->env.message.properties;
+    char reason[200];
+    json_t *root = NULL;
+    field_errors errs;
+    bool ok;
+
+    d->attempt = retry_attempt(props);
+    if (props->_flags & AMQP_BASIC_MESSAGE_ID_FLAG)
+        retry_bytes_str(props->message_id, d->message_id, sizeof d->message_id);
+    ok = json_strict_parse(d->env.message.body.bytes, d->env.message.body.len,
+                           JSON_STRICT_MAX_DEPTH, &root, reason, sizeof reason) == GW_OK &&
+         payment_validate(root, &d->p, &errs) == GW_OK &&
+         strcmp(d->message_id, d->p.event_id) == 0; /* CONTRACT section 4: message_id = event_id */
+    json_decref(root);
+    if (!ok) {
+        metrics_add(s->dead_invalid, 1);
+        log_warn("delivery_invalid", "message_id=\"%s\" delivery_tag=%llu bytes=%zu", d->message_id,
+                 (unsigned long long)d->env.delivery_tag, d->env.message.body.len);
+        decide(d, VERDICT_DEAD);
     }
-    metrics_add(s->dead_invalid, 1);
-    log_warn("payment_unknown", "event_id=%s payment_id=%s", p.event_id, p.payment_id);
-    return VERDICT_DEAD;
+    return ok;
+}
+
+/*
+ * settle_pending - one transaction for every undecided delivery (each in its
+ * own subtransaction), then their verdicts. Nothing is acked before this
+ * COMMIT; when it fails, they all go back to the queue.
+ */
+static void settle_pending(settler *s, delivery *batch, int n)
+{
+    inbox_item items[SETTLE_BATCH_MAX];
+    int idx[SETTLE_BATCH_MAX], m = 0;
+
+    for (int i = 0; i < n; i++) {
+        if (batch[i].decided)
+            continue;
+        items[m].p = &batch[i].p;
+        items[m].attempt = batch[i].attempt;
+        idx[m++] = i;
+    }
+    if (m == 0)
+        return;
+    if (inbox_settle_batch(s->db, items, m) != GW_OK) {
+        for (int k = 0; k < m; k++)
+            decide(&batch[idx[k]], VERDICT_REQUEUE); /* rolled back: nothing happened */
+        return;
+    }
+    for (int k = 0; k < m; k++) {
+        delivery *d = &batch[idx[k]];
+
+        if (items[k].failed) {
+            decide(d, VERDICT_REQUEUE);
+            continue;
+        }
+        switch (items[k].outcome) {
+        case INBOX_SETTLED:
+            metrics_add(s->settled, 1);
+            metrics_observe(s->accept_to_settle_seconds, items[k].accept_to_settle_s);
+            log_info("payment_settled", "event_id=%s payment_id=%s attempt=%d amount_cents=%lld",
+                     d->p.event_id, d->p.payment_id, d->attempt, (long long)d->p.amount_cents);
+            decide(d, VERDICT_ACK);
+            break;
+        case INBOX_DUPLICATE:
+            metrics_add(s->duplicates, 1);
+            decide(d, VERDICT_ACK);
+            break;
+        case INBOX_TERMINAL:
+            log_warn("settle_after_dead_letter", "event_id=%s payment_id=%s", d->p.event_id,
+                     d->p.payment_id);
+            decide(d, VERDICT_ACK);
+            break;
+        case INBOX_UNKNOWN:
+            metrics_add(s->dead_invalid, 1);
+            log_warn("payment_unknown", "event_id=%s payment_id=%s", d->p.event_id,
+                     d->p.payment_id);
+            decide(d, VERDICT_DEAD);
+            break;
+        }
+    }
+}
+
+/* Decide every delivery of the batch; the database work is two round trips for all of them. */
+static void process_batch(settler *s, delivery *batch, int n)
+{
+    inbox_item items[SETTLE_BATCH_MAX];
+    bool seen[SETTLE_BATCH_MAX];
+    int idx[SETTLE_BATCH_MAX], m = 0;
+
+    for (int i = 0; i < n; i++) {
+        if (!validate(s, &batch[i]))
+            continue;
+        items[m].p = &batch[i].p;
+        items[m].attempt = batch[i].attempt;
+        idx[m++] = i;
+    }
+    /* a cheap pre-check, so the bank is not called again for an effect already committed */
+    if (m > 0 && inbox_seen_many(s->db, items, m, seen) != GW_OK) {
+        for (int k = 0; k < m; k++)
+            decide(&batch[idx[k]], VERDICT_REQUEUE);
+        return;
+    }
+    for (int k = 0; k < m; k++)
+        triage(s, &batch[idx[k]], seen[k]);
+    settle_pending(s, batch, n);
 }
 
 /* The one place a verdict becomes an AMQP answer. */
-static gw_err answer(settler *s, uint64_t tag, verdict v)
+static int answer_one(settler *s, uint64_t tag, verdict v, bool multiple)
 {
     amqp_connection_state_t c = mq_state(s->consumer);
-    int rc;
 
     switch (v) {
     case VERDICT_ACK:
     case VERDICT_RETRY:
-        rc = amqp_basic_ack(c, MQ_CHANNEL, tag, 0);
-        break;
+        return amqp_basic_ack(c, MQ_CHANNEL, tag, multiple);
     case VERDICT_DEAD:
-        rc = amqp_basic_nack(c, MQ_CHANNEL, tag, 0, 0 /* no requeue: to the DLX */);
-        break;
+        return amqp_basic_nack(c, MQ_CHANNEL, tag, 0, 0 /* no requeue: to the DLX */);
     case VERDICT_REQUEUE:
     default:
         metrics_add(s->requeued, 1);
-        rc = amqp_basic_nack(c, MQ_CHANNEL, tag, 0, 1);
-        break;
+        return amqp_basic_nack(c, MQ_CHANNEL, tag, 0, 1);
     }
+}
+
+/*
+ * answer_batch - nacks one by one first, then a single ack with "multiple" up
+ * to the highest acked tag: every earlier delivery is answered by then, so the
+ * multiple ack covers exactly this batch's acks.
+ */
+static gw_err answer_batch(settler *s, delivery *batch, int n)
+{
+    uint64_t last_ack = 0;
+    int rc = AMQP_STATUS_OK;
+
+    for (int i = 0; i < n && rc == AMQP_STATUS_OK; i++) {
+        if (batch[i].v == VERDICT_ACK || batch[i].v == VERDICT_RETRY)
+            last_ack = batch[i].env.delivery_tag;
+        else
+            rc = answer_one(s, batch[i].env.delivery_tag, batch[i].v, false);
+    }
+    if (rc == AMQP_STATUS_OK && last_ack != 0)
+        rc = answer_one(s, last_ack, VERDICT_ACK, true);
     return rc == AMQP_STATUS_OK ? GW_OK : GW_ERR_MQ;
 }
 
@@ -422,46 +413,84 @@ static gw_err on_other_frame(settler *s)
     }
 }
 
-/* Wait up to 1 s for one delivery and settle it. */
-static gw_err consume_one(settler *s, backoff *db_backoff, volatile sig_atomic_t *stop)
+/*
+ * receive - wait up to 1 s for a first delivery (the bounded wait is how a
+ * signal is noticed: rabbitmq-c retries poll on EINTR), then take whatever
+ * else is already buffered, up to @max. Returns the count in *@n.
+ */
+static gw_err receive(settler *s, delivery *batch, int max, int *n)
 {
-    struct timeval tv = {1,
-                         0}; /* rabbitmq-c retries poll on EINTR: the timeout is our signal check */
     amqp_connection_state_t c = mq_state(s->consumer);
-    amqp_envelope_t env;
-    amqp_rpc_reply_t r;
-    struct timespec t0;
-    verdict v;
-    gw_err err;
 
+    *n = 0;
     amqp_maybe_release_buffers(c);
-    r = amqp_consume_message(c, &env, &tv, 0);
-    if (r.reply_type == AMQP_RESPONSE_LIBRARY_EXCEPTION) {
-        if (r.library_error == AMQP_STATUS_TIMEOUT)
-            return GW_OK;
-        if (r.library_error == AMQP_STATUS_UNEXPECTED_STATE)
-            return on_other_frame(s);
-    }
-    if ((err = mq_check(r, "basic.consume")) != GW_OK)
-        return GW_ERR_MQ;
+    while (*n < max) {
+        struct timeval first = {1, 0}, more = {0, 0};
+        amqp_rpc_reply_t r;
 
-    clock_gettime(CLOCK_MONOTONIC, &t0);
-    metrics_add(s->delivered, 1);
-    if (env.redelivered)
-        metrics_add(s->redelivered, 1);
-    v = process(s, &env);
-    if (v == VERDICT_REQUEUE && !*stop) {
-        /* the database failed: reconnect before giving the message back */
-        if (PQstatus(db_pg(s->db)) != CONNECTION_OK) {
-            health_set_db(s->health, false);
-            backoff_wait(db_backoff, stop);
+        if (*n > 0 && !amqp_frames_enqueued(c) && !amqp_data_in_buffer(c))
+            more.tv_usec = 1000; /* a short look for what the broker is still sending */
+        r = amqp_consume_message(c, &batch[*n].env, *n == 0 ? &first : &more, 0);
+        if (r.reply_type == AMQP_RESPONSE_NORMAL) {
+            memset(&batch[*n].p, 0, sizeof batch[*n].p);
+            batch[*n].decided = false;
+            batch[*n].message_id[0] = '\0';
+            (*n)++;
+            continue;
         }
-    } else {
+        if (r.reply_type == AMQP_RESPONSE_LIBRARY_EXCEPTION &&
+            r.library_error == AMQP_STATUS_TIMEOUT)
+            return GW_OK;
+        if (r.reply_type == AMQP_RESPONSE_LIBRARY_EXCEPTION &&
+            r.library_error == AMQP_STATUS_UNEXPECTED_STATE) {
+            gw_err err = on_other_frame(s);
+            if (err != GW_OK || *n > 0)
+                return err;
+            continue;
+        }
+        return mq_check(r, "basic.consume") == GW_OK ? GW_OK : GW_ERR_MQ;
+    }
+    return GW_OK;
+}
+
+/* Receive a batch, decide it, commit it, answer it. */
+static gw_err consume_batch(settler *s, delivery *batch, backoff *db_backoff,
+                            volatile sig_atomic_t *stop)
+{
+    int max =
+        s->cfg->worker_prefetch < SETTLE_BATCH_MAX ? s->cfg->worker_prefetch : SETTLE_BATCH_MAX;
+    struct timespec t0;
+    bool requeued = false;
+    gw_err err;
+    int n = 0;
+
+    err = receive(s, batch, max, &n);
+    if (n == 0)
+        return err;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    for (int i = 0; i < n; i++) {
+        metrics_add(s->delivered, 1);
+        if (batch[i].env.redelivered)
+            metrics_add(s->redelivered, 1);
+    }
+    process_batch(s, batch, n);
+    for (int i = 0; i < n; i++)
+        requeued = requeued || batch[i].v == VERDICT_REQUEUE;
+    if (requeued && !*stop) {
+        /* our side failed: wait before giving the messages back, so they do not spin */
+        if (PQstatus(db_pg(s->db)) != CONNECTION_OK)
+            health_set_db(s->health, false);
+        backoff_wait(db_backoff, stop);
+    } else if (!requeued) {
         backoff_reset(db_backoff);
     }
-    err = answer(s, env.delivery_tag, v);
+    if (failpoint_hit("worker.after_commit") != GW_OK)
+        err = GW_ERR_MQ; /* "error": drop the connection without acking */
+    else
+        err = answer_batch(s, batch, n);
     metrics_observe(s->processing_seconds, seconds_since(&t0));
-    amqp_destroy_envelope(&env);
+    for (int i = 0; i < n; i++)
+        amqp_destroy_envelope(&batch[i].env);
     return err;
 }
 
@@ -483,8 +512,12 @@ static void housekeeping(settler *s, time_t *next)
 
 void settler_run(settler *s, volatile sig_atomic_t *stop)
 {
+    delivery *batch = calloc(SETTLE_BATCH_MAX, sizeof *batch);
     backoff bo, db_bo;
     time_t next_housekeeping = 0;
+
+    if (batch == NULL)
+        abort(); /* start-up allocation */
 
     backoff_init(&bo, 200, 10000);
     backoff_init(&db_bo, 200, 5000);
@@ -500,11 +533,12 @@ void settler_run(settler *s, volatile sig_atomic_t *stop)
         }
         backoff_reset(&bo);
         housekeeping(s, &next_housekeeping);
-        if (consume_one(s, &db_bo, stop) != GW_OK)
+        if (consume_batch(s, batch, &db_bo, stop) != GW_OK)
             drop_mq(s); /* unacked deliveries return to the queue; the inbox dedupes */
     }
     if (s->consumer != NULL) {
         /* stop taking new work; what was prefetched but not processed is requeued on close */
         amqp_basic_cancel(mq_state(s->consumer), MQ_CHANNEL, mq_bytes(CONSUMER_TAG));
     }
+    free(batch);
 }

@@ -10,7 +10,7 @@
 #include "shared/metrics.h"
 #include "worker/bank.h"
 
-#define SETTLE_CONFIRM_TIMEOUT_MS 4000 /* retry copies: below the 10 s stop deadline */
+#define SETTLE_BATCH_MAX 128 /* deliveries applied in one transaction, at most the prefetch */
 
 typedef struct settler settler;
 
