@@ -525,9 +525,9 @@ void dlq_get(dlq *d, http_request *r, const char *id)
 /* Binary results: text columns are their raw bytes, booleans one byte. */
 enum { R_EVENT, R_PAYMENT, R_MESSAGE, R_KEY, R_BODY, R_EXPIRED, R_REPLAYED, R_TRACE };
 
-static gw_err mark_replayed(db_conn *db, const char *id, const char *event_id)
+static gw_err mark_replayed(db_conn *db, const char *id, const char *actor, const char *event_id)
 {
-    const char *params[3] = {id, REPLAYED_BY, event_id};
+    const char *params[3] = {id, actor, event_id};
     PGresult *res =
         PQexecParams(db_pg(db),
                      "WITH l AS (UPDATE dead_letters SET replayed_at = now(), replayed_by = $2 "
@@ -571,6 +571,7 @@ void dlq_replay(dlq *d, http_request *r, const char *id)
 {
     char days[16], why[160];
     const char *params[2] = {id, days};
+    const char *actor;
     PGresult *res = NULL;
     db_conn *db = NULL;
     json_t *answer;
@@ -582,6 +583,10 @@ void dlq_replay(dlq *d, http_request *r, const char *id)
                       NULL);
         return;
     }
+    /* who replays: the operator's name from X-Actor when given, else the credential used */
+    actor = http_request_header(r, "X-Actor");
+    if (actor == NULL || !payment_id_valid(actor, strlen(actor)))
+        actor = REPLAYED_BY;
     snprintf(days, sizeof days, "%d", d->cfg->inbox_retention_days);
     if (!acquire(d, r, &db))
         return;
@@ -629,14 +634,14 @@ void dlq_replay(dlq *d, http_request *r, const char *id)
                       "RabbitMQ did not confirm the replay; nothing was recorded", NULL, retry_1);
         goto out;
     }
-    if (mark_replayed(db, id, PQgetvalue(res, 0, R_EVENT)) != GW_OK ||
+    if (mark_replayed(db, id, actor, PQgetvalue(res, 0, R_EVENT)) != GW_OK ||
         db_exec(db, "COMMIT") != GW_OK) {
         /* published but not recorded: a second replay is possible, the inbox keeps one effect */
         db_rollback(db);
         goto unavailable;
     }
-    log_info("dead_letter_replayed", "request_id=%s id=%s event_id=%s", http_request_id(r), id,
-             PQgetvalue(res, 0, R_EVENT));
+    log_info("dead_letter_replayed", "request_id=%s id=%s event_id=%s actor=%s", http_request_id(r),
+             id, PQgetvalue(res, 0, R_EVENT), actor);
     answer = json_pack("{s:I,s:s,s:s}", "id", (json_int_t)v, "event_id",
                        PQgetvalue(res, 0, R_EVENT), "status", "replayed");
     http_reply_json(r, 202, answer, NULL);

@@ -9,6 +9,9 @@
  *              constant time. Never logs tokens or request bodies.
  * ENVIRONMENT  DATABASE_URL, AMQP_URL, API_TOKEN, ADMIN_TOKEN (required);
  *              API_LISTEN (127.0.0.1:8080), OUTBOX_MAX_BACKLOG (100000),
+ *              INBOX_RETENTION_DAYS (30, the replay window), RELAY_SLO_SECONDS
+ *              (60, reconciliation), RETRY_DELAYS_MS and QUEUE_TYPE (the
+ *              topology the admin declares), AMQP_CACERT (amqps only),
  *              LOG_LEVEL (info), LOG_FORMAT (text), GATEWAY_FAILPOINTS.
  * SIGNALS      SIGTERM/SIGINT: stop accepting, finish requests in flight, exit 0.
  * EXIT STATUS  0 clean stop; 78 bad configuration; 1 anything else.

@@ -7,6 +7,7 @@
 #include <sys/time.h>
 #include <time.h>
 
+#include <amqp_ssl_socket.h>
 #include <amqp_tcp_socket.h>
 
 #include "shared/log.h"
@@ -99,9 +100,21 @@ gw_err mq_open(const char *url, const char *name, bool confirms, mq_conn **out)
     if (amqp_parse_url(copy, &info) != AMQP_STATUS_OK)
         goto fail;
     c->state = amqp_new_connection();
-    sock = c->state ? amqp_tcp_socket_new(c->state) : NULL;
+    sock = c->state == NULL ? NULL
+           : info.ssl       ? amqp_ssl_socket_new(c->state)
+                            : amqp_tcp_socket_new(c->state);
     if (sock == NULL)
         goto fail;
+    if (info.ssl) {
+        /* amqps: the peer and its host name are verified (rabbitmq-c's default); the CA
+         * bundle is AMQP_CACERT when set, else the system's */
+        const char *ca = getenv("AMQP_CACERT");
+        if (amqp_ssl_socket_set_cacert(
+                sock, ca && *ca ? ca : "/etc/ssl/certs/ca-certificates.crt") != AMQP_STATUS_OK) {
+            log_warn("mq_tls_cacert_failed", "path=%s", ca && *ca ? ca : "system");
+            goto fail;
+        }
+    }
     amqp_set_handshake_timeout(c->state, &tv);
     tv.tv_sec = 5; /* below the 10 s stop deadline */
     amqp_set_rpc_timeout(c->state, &tv);

@@ -294,6 +294,8 @@ static gw_err relay_batch(relay *r, size_t *claimed)
         goto rollback;
     if ((err = outbox_mark(r->db, b)) != GW_OK)
         goto rollback;
+    if ((err = failpoint_hit("relay.before_commit")) != GW_OK)
+        goto rollback;
     if ((err = db_exec(r->db, "COMMIT")) != GW_OK)
         goto rollback;
     count_fates(r, b);

@@ -2,19 +2,23 @@
  * payments-worker - settle payment decisions into the ledger
  *
  * DESCRIPTION  Consumes payments.settlement with basic.qos(WORKER_PREFETCH) and
- *              manual acks. Each delivery is applied in one PostgreSQL
- *              transaction (inbox row + balanced ledger lines + payment
- *              settled) and acked only after COMMIT; a duplicate is acked with
- *              no effect. Transient bank failures go to a TTL delay queue as a
+ *              manual acks. The deliveries in hand (up to the prefetch, at
+ *              most 128) are applied in one PostgreSQL transaction, each in its
+ *              own subtransaction (inbox row + balanced ledger lines + payment
+ *              settled), and acked only after that COMMIT; a duplicate is acked
+ *              with no effect. Transient bank failures go to a TTL delay queue as a
  *              confirmed copy; permanent ones and exhausted retries are nacked
  *              without requeue, so the DLX writes x-death.
- * SECURITY     DB role: INSERT on inbox and ledger_entries, UPDATE on payments.
+ * SECURITY     DB role paygw_worker (sql/0004): SELECT/INSERT/DELETE on inbox,
+ *              SELECT/INSERT on ledger_entries, SELECT and a few UPDATE columns
+ *              on payments; nothing on the outbox.
  * ENVIRONMENT  DATABASE_URL, AMQP_URL (required); WORKER_PREFETCH (32),
  *              RETRY_DELAYS_MS (1000,5000), QUEUE_TYPE (classic),
- *              BANK_SIM_RULES, METRICS_LISTEN (off), LOG_LEVEL, LOG_FORMAT,
+ *              BANK_SIM_RULES, INBOX_RETENTION_DAYS (30), METRICS_LISTEN (off),
+ *              AMQP_CACERT (amqps only), LOG_LEVEL, LOG_FORMAT,
  *              GATEWAY_FAILPOINTS.
- * SIGNALS      SIGTERM/SIGINT: cancel the consumer, finish the delivery in
- *              hand (COMMIT, then ack), close, exit 0.
+ * SIGNALS      SIGTERM/SIGINT: cancel the consumer, finish the batch in hand
+ *              (COMMIT, then ack), close, exit 0.
  * EXIT STATUS  0 clean stop; 78 bad configuration; 1 anything else.
  */
 #include <signal.h>
