@@ -176,14 +176,24 @@ gw_err http_server_start(const http_options *opt, http_server **out)
     sa.sin_family = AF_INET;
     sa.sin_port = htons(opt->listen.port);
     inet_pton(AF_INET, opt->listen.host, &sa.sin_addr);
-    s->daemon = MHD_start_daemon(
-        MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_USE_ITC | MHD_USE_ERROR_LOG |
-            MHD_ALLOW_SUSPEND_RESUME,
-        0, NULL, NULL, on_request, s, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&sa,
-        MHD_OPTION_THREAD_POOL_SIZE, opt->threads > 1 ? opt->threads : 0,
-        MHD_OPTION_CONNECTION_LIMIT, opt->connection_limit, MHD_OPTION_CONNECTION_TIMEOUT,
-        opt->timeout_s, MHD_OPTION_NOTIFY_COMPLETED, on_completed, s, MHD_OPTION_EXTERNAL_LOGGER,
-        on_mhd_log, NULL, MHD_OPTION_LISTENING_ADDRESS_REUSE, 1, MHD_OPTION_END);
+    {
+        /* the thread pool option only when there is a pool: MHD warns on 0 and 1 */
+        struct MHD_OptionItem ops[] = {
+            {MHD_OPTION_SOCK_ADDR, 0, &sa},
+            {MHD_OPTION_CONNECTION_LIMIT, (intptr_t)opt->connection_limit, NULL},
+            {MHD_OPTION_CONNECTION_TIMEOUT, (intptr_t)opt->timeout_s, NULL},
+            {MHD_OPTION_NOTIFY_COMPLETED, (intptr_t)on_completed, s},
+            {MHD_OPTION_EXTERNAL_LOGGER, (intptr_t)on_mhd_log, NULL},
+            {MHD_OPTION_LISTENING_ADDRESS_REUSE, 1, NULL},
+            {opt->threads > 1 ? MHD_OPTION_THREAD_POOL_SIZE : MHD_OPTION_END,
+             (intptr_t)opt->threads, NULL},
+            {MHD_OPTION_END, 0, NULL},
+        };
+        s->daemon =
+            MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_USE_ITC |
+                                 MHD_USE_ERROR_LOG | MHD_ALLOW_SUSPEND_RESUME,
+                             0, NULL, NULL, on_request, s, MHD_OPTION_ARRAY, ops, MHD_OPTION_END);
+    }
     if (s->daemon == NULL) {
         log_error("http_listen_failed", "host=%s port=%u", opt->listen.host,
                   (unsigned)opt->listen.port);

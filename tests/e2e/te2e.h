@@ -1,0 +1,130 @@
+/* tests/e2e/te2e.h - the fixture of an end-to-end test: own database, own vhost, the programs */
+#ifndef TESTS_E2E_TE2E_H
+#define TESTS_E2E_TE2E_H
+
+#include <stdbool.h>
+#include <sys/types.h>
+
+#include "tests/e2e/tmq.h"
+#include "tests/support/tcheck.h"
+#include "tests/support/tdb.h"
+#include "tests/support/tproc.h"
+
+/* One test's world: a migrated database and a vhost of its own, both deleted at the end. */
+typedef struct te2e {
+    const char *name; /* the test's name, for labels */
+    tdb *db;          /* owned */
+    char vhost[96];
+    char *amqp_url; /* owned: the vhost's URL */
+} te2e;
+
+/*
+ * te2e_init - check the environment (GW_TEST_PG_URL, GW_STACK and the
+ * binaries), create the database and the vhost. Returns 0 when ready, 77
+ * when the environment is missing (meson: SKIP; a line says why), 1 on
+ * failure (printed). te2e_cleanup() is safe after any result.
+ */
+int te2e_init(te2e *e, const char *name);
+void te2e_cleanup(te2e *e);
+
+/* The programs under test. */
+typedef enum tprog_kind { TPROG_RELAY, TPROG_WORKER } tprog_kind;
+
+typedef struct tprog {
+    tproc *proc; /* owned; NULL when stopped */
+    int port;    /* of the health/metrics server */
+    char url[64];
+    int failures_at_start;
+} tprog;
+
+/*
+ * tprog_start - start the relay or the worker on @e's database and vhost with
+ * every config variable cleared, METRICS_LISTEN=127.0.0.1:0, then @extra
+ * ("KEY=VALUE", NULL-terminated, may be NULL). Waits (20 s) until /readyz
+ * answers 200. False (after printing the log tail) on failure.
+ */
+bool tprog_start(tprog *p, tprog_kind kind, const char *label, const te2e *e,
+                 const char *const *extra);
+
+/*
+ * tprog_stop - SIGTERM and wait (12 s): checks the status is 0 and, with
+ * @within_ms > 0, that it came within @within_ms. Prints the log tail when a
+ * check failed since the start. Returns the status (-1: killed at the
+ * deadline). Frees the process; accepts a stopped @p.
+ */
+int tprog_stop(tprog *p, int within_ms);
+
+/* tprog_free - SIGKILL if running, free. Accepts a stopped @p. */
+void tprog_free(tprog *p);
+
+/*
+ * tprog_metric - the value of series @name (labels included, exactly) on
+ * /metrics; -1 when absent or unreachable.
+ */
+double tprog_metric(const tprog *p, const char *name);
+
+/* tprog_sum - the sum of tprog_metric() over @n programs (absent counts 0). */
+double tprog_sum(tprog *ps, int n, const char *name);
+
+/*
+ * te2e_wait_long - poll @sql (no parameters) every @every_ms until it returns
+ * @want or @timeout_ms passes; returns the last value (-1 on error). Prints
+ * nothing: the caller checks.
+ */
+long long te2e_wait_long(tdb *db, const char *sql, long long want, int timeout_ms, int every_ms);
+
+/* te2e_wait_metric - poll tprog_sum() until it reaches at least @want; the last value. */
+double te2e_wait_metric(tprog *ps, int n, const char *name, double want, int timeout_ms);
+
+/*
+ * Test data. Event i (1-based) of @prefix is "<prefix>-e<i>", its payment
+ * "<prefix>-p<i>", pix approved, amount 100 + i, payee 001/1234-5.
+ */
+void te2e_event_id(char *buf, size_t len, const char *prefix, int i);
+void te2e_payment_id(char *buf, size_t len, const char *prefix, int i);
+
+/*
+ * te2e_seed - insert payments 1..@n of @prefix. With @outbox they are
+ * `accepted` with a pending outbox row (as accept_payment() writes them);
+ * without, they are `published` (as the relay leaves them) and no outbox row.
+ */
+bool te2e_seed(tdb *db, const char *prefix, int n, bool outbox);
+
+/* te2e_body - the accepted JSON of event @i of @prefix (new string, free()). */
+char *te2e_body(const char *prefix, int i);
+
+/*
+ * te2e_insert_payment - one `published` payment row; te2e_payment_json - its
+ * body (new string). @account like "1234-5", @bank 3 digits.
+ */
+bool te2e_insert_payment(tdb *db, const char *event_id, const char *payment_id, long long amount,
+                         const char *bank, const char *account);
+char *te2e_payment_json(const char *event_id, const char *payment_id, long long amount,
+                        const char *bank, const char *account);
+
+/*
+ * te2e_publish_event - publish @body as the relay would (payments.events,
+ * routing key payment.pix.approved, message_id @event_id, x-attempt 1), confirmed.
+ */
+bool te2e_publish_event(tmq *m, const char *event_id, const char *body);
+
+/*
+ * te2e_event_counts - how many of @msgs carry message_id "<prefix>-e<i>", for
+ * i in 1..@n: a new array (free()) of @n + 1 counts, [0] counting the
+ * messages that are none of them.
+ */
+int *te2e_event_counts(const tmq_msg *msgs, size_t nmsgs, const char *prefix, int n);
+
+/*
+ * te2e_stack - "$GW_STACK @verb @what" (stop/start broker/db); its exit status.
+ * te2e_guard_start - a process outside our group that runs "$GW_STACK start
+ * @what" if this test dies first; te2e_guard_done() dismisses it.
+ */
+int te2e_stack(const char *verb, const char *what);
+pid_t te2e_guard_start(const char *what, int *done_fd);
+void te2e_guard_done(pid_t guard, int done_fd);
+
+/* te2e_elapsed_s - seconds since @t0_ms (tproc_now_ms()). */
+double te2e_elapsed_s(long long t0_ms);
+
+#endif
