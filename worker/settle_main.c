@@ -32,6 +32,7 @@
 #include "shared/health.h"
 #include "shared/log.h"
 #include "shared/metrics.h"
+#include "shared/sig.h"
 #include "shared/token.h"
 #include "worker/bank_sim.h"
 #include "worker/settle.h"
@@ -39,24 +40,6 @@
 #define STARTUP_WAIT_S 30
 
 static volatile sig_atomic_t stop_requested;
-
-static void on_stop(int sig)
-{
-    (void)sig;
-    stop_requested = 1; /* runs at an arbitrary point: set the flag, nothing else */
-}
-
-static void install_signals(void)
-{
-    struct sigaction sa;
-
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_stop;
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGTERM, &sa, NULL);
-    sigaction(SIGINT, &sa, NULL);
-    signal(SIGPIPE, SIG_IGN);
-}
 
 int main(void)
 {
@@ -74,7 +57,7 @@ int main(void)
     }
     log_init("payments-worker", cfg->log_level, cfg->log_format);
     failpoint_init(cfg->failpoints);
-    install_signals();
+    sig_install_stop(&stop_requested);
     if (!token_init())
         goto cleanup;
     if (db_wait_schema(cfg->database_url, "payments-worker", STARTUP_WAIT_S) != GW_OK)
