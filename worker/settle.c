@@ -37,7 +37,7 @@ struct settler {
     mq_conn *consumer;  /* deliveries only */
     mq_conn *publisher; /* retry copies, in confirm mode: its confirms never mix with deliveries */
     metric *delivered, *redelivered, *settled, *duplicates, *dead_invalid, *dead_permanent,
-        *dead_exhausted, *requeued;
+        *dead_exhausted, *requeued, *acked;
     metric *retried[CONFIG_MAX_RETRY_STEPS];
     metric *processing_seconds, *accept_to_settle_seconds;
 };
@@ -71,6 +71,9 @@ gw_err settler_new(const gw_config *cfg, const bank *b, metrics *m, settler **ou
         metrics_counter(m, "paygw_worker_dead_lettered_total", "reason=\"permanent\"", "");
     s->dead_exhausted =
         metrics_counter(m, "paygw_worker_dead_lettered_total", "reason=\"exhausted\"", "");
+    s->acked =
+        metrics_counter(m, "paygw_worker_acked_total", NULL,
+                        "Deliveries acked (after their COMMIT), so the broker forgets them.");
     s->requeued = metrics_counter(m, "paygw_worker_requeued_total", NULL,
                                   "Deliveries given back because the database failed.");
     s->processing_seconds = metrics_histogram(m, "paygw_worker_processing_duration_seconds", NULL,
@@ -369,17 +372,25 @@ static int answer_one(settler *s, uint64_t tag, verdict v, bool multiple)
  */
 static gw_err answer_batch(settler *s, delivery *batch, int n)
 {
-    uint64_t last_ack = 0;
+    uint64_t last_ack = 0, acks = 0;
     int rc = AMQP_STATUS_OK;
 
     for (int i = 0; i < n && rc == AMQP_STATUS_OK; i++) {
-        if (batch[i].v == VERDICT_ACK || batch[i].v == VERDICT_RETRY)
+        if (batch[i].v == VERDICT_ACK || batch[i].v == VERDICT_RETRY) {
             last_ack = batch[i].env.delivery_tag;
-        else
+            acks++;
+        } else {
             rc = answer_one(s, batch[i].env.delivery_tag, batch[i].v, false);
+        }
     }
-    if (rc == AMQP_STATUS_OK && last_ack != 0)
+    if (rc == AMQP_STATUS_OK && last_ack != 0) {
         rc = answer_one(s, last_ack, VERDICT_ACK, true);
+        if (rc == AMQP_STATUS_OK) {
+            metrics_add(s->acked, acks);
+            log_debug("deliveries_acked", "count=%llu up_to_tag=%llu", (unsigned long long)acks,
+                      (unsigned long long)last_ack);
+        }
+    }
     return rc == AMQP_STATUS_OK ? GW_OK : GW_ERR_MQ;
 }
 
