@@ -73,18 +73,12 @@ static json_t *job_json(const accept_job *j)
     return o;
 }
 
-static void fail_all(accept_job **jobs, int n, gw_err err)
-{
-    for (int i = 0; i < n; i++)
-        jobs[i]->err = err;
-}
-
 /*
- * run_batch - BEGIN; accept_batch(all); COMMIT. Rows with outcome "error"
- * (their own subtransaction failed) get GW_ERR_DB; their neighbours commit.
- * When the statement or the COMMIT fails, nothing of the batch is committed.
+ * try_batch - BEGIN; accept_batch(all); COMMIT. On GW_OK every job has its
+ * outcome and everything is committed. On an error nothing of the batch is
+ * committed and every job carries that error.
  */
-static void run_batch(db_conn *db, accept_job **jobs, int n)
+static gw_err try_batch(db_conn *db, accept_job **jobs, int n)
 {
     json_t *arr = json_array();
     const char *params[1];
@@ -92,52 +86,67 @@ static void run_batch(db_conn *db, accept_job **jobs, int n)
     char *text = NULL;
     gw_err err;
 
-    for (int i = 0; i < n; i++) {
-        jobs[i]->err = GW_ERR_DB;
+    for (int i = 0; i < n; i++)
         json_array_append_new(arr, job_json(jobs[i])); /* steals */
-    }
     text = json_dumps(arr, JSON_COMPACT);
     json_decref(arr);
     if (text == NULL) {
-        fail_all(jobs, n, GW_ERR_NOMEM);
-        return;
+        err = GW_ERR_NOMEM;
+        goto out;
     }
     params[0] = text;
-    if ((err = db_ensure(db)) != GW_OK || (err = db_begin(db, NULL)) != GW_OK) {
-        fail_all(jobs, n, err);
+    if ((err = db_ensure(db)) != GW_OK || (err = db_begin(db, NULL)) != GW_OK)
         goto out;
-    }
     res = db_prepared(db, "accept_batch", 1, params);
     if ((err = db_check(res, PGRES_TUPLES_OK, "accept_batch")) != GW_OK || PQntuples(res) != n) {
-        fail_all(jobs, n, err != GW_OK ? err : GW_ERR_DB);
-        db_rollback(db);
-        goto out;
+        err = err != GW_OK ? err : GW_ERR_DB;
+        goto rollback;
     }
     for (int row = 0; row < n; row++) {
         int i = atoi(PQgetvalue(res, row, 0));
-        const char *outcome = PQgetvalue(res, row, 1);
 
-        if (i < 0 || i >= n)
-            continue;
-        if (outcome_parse(outcome, &jobs[i]->outcome)) {
-            jobs[i]->err = GW_OK;
-            snprintf(jobs[i]->answer, sizeof jobs[i]->answer, "%s", PQgetvalue(res, row, 2));
-        } else {
-            /* this row alone failed; the others stand */
-            char why[160];
-
-            db_message_line(PQgetvalue(res, row, 2), why, sizeof why);
-            log_warn("accept_row_failed", "event_id=%s error=\"%s\"", jobs[i]->p.event_id, why);
+        if (i < 0 || i >= n || !outcome_parse(PQgetvalue(res, row, 1), &jobs[i]->outcome)) {
+            err = GW_ERR_DB;
+            goto rollback;
         }
+        snprintf(jobs[i]->answer, sizeof jobs[i]->answer, "%s", PQgetvalue(res, row, 2));
     }
-    if ((err = failpoint_hit("api.before_commit")) != GW_OK ||
-        (err = db_exec(db, "COMMIT")) != GW_OK) {
-        db_rollback(db);
-        fail_all(jobs, n, err); /* no COMMIT: none of them may get a 202 */
-    }
+    if ((err = failpoint_hit("api.before_commit")) != GW_OK)
+        goto rollback;
+    err = db_exec(db, "COMMIT");
+    goto out;
+rollback:
+    db_rollback(db);
 out:
+    for (int i = 0; i < n; i++)
+        jobs[i]->err = err; /* no COMMIT: none of them may get a 202 */
     PQclear(res);
     free(text);
+    return err;
+}
+
+static int by_payment_id(const void *a, const void *b)
+{
+    const accept_job *x = *(accept_job *const *)a, *y = *(accept_job *const *)b;
+
+    return strcmp(x->p.payment_id, y->p.payment_id);
+}
+
+/*
+ * run_batch - the jobs in payment_id order (two batches lock rows in the same
+ * order, so they cannot deadlock), in one transaction. When the batch fails
+ * while PostgreSQL is still there, each job runs again alone: a bad row never
+ * fails its neighbours.
+ */
+static void run_batch(db_conn *db, accept_job **jobs, int n)
+{
+    qsort(jobs, (size_t)n, sizeof *jobs, by_payment_id);
+    if (try_batch(db, jobs, n) == GW_OK || n == 1 || PQstatus(db_pg(db)) != CONNECTION_OK)
+        return;
+    log_warn("accept_batch_split", "jobs=%d", n);
+    for (int i = 0; i < n; i++)
+        if (try_batch(db, &jobs[i], 1) != GW_OK)
+            log_warn("accept_row_failed", "event_id=%s", jobs[i]->p.event_id);
 }
 
 static void *committer_main(void *arg)

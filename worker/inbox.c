@@ -8,6 +8,7 @@
 #include <jansson.h>
 
 #include "shared/failpoint.h"
+#include "shared/log.h"
 
 const db_stmt inbox_stmts[] = {
     {"mark_retrying",
@@ -119,7 +120,8 @@ static inbox_outcome outcome_of(const char *s, bool *failed)
     return INBOX_UNKNOWN;
 }
 
-gw_err inbox_settle_batch(db_conn *db, inbox_item *items, int n)
+/* One transaction for @items[order[0..n-1]]: on any error nothing is committed. */
+static gw_err try_settle(db_conn *db, inbox_item *items, const int *order, int n)
 {
     json_t *arr = json_array();
     const char *params[1];
@@ -127,11 +129,11 @@ gw_err inbox_settle_batch(db_conn *db, inbox_item *items, int n)
     char *text;
     gw_err err;
 
-    for (int i = 0; i < n; i++) {
-        items[i].failed = true;
-        json_array_append_new(arr, json_pack("{s:s,s:s,s:i}", "event_id", items[i].p->event_id,
-                                             "payment_id", items[i].p->payment_id, "attempt",
-                                             items[i].attempt));
+    for (int k = 0; k < n; k++) {
+        const inbox_item *it = &items[order[k]];
+        json_array_append_new(arr,
+                              json_pack("{s:s,s:s,s:i}", "event_id", it->p->event_id, "payment_id",
+                                        it->p->payment_id, "attempt", it->attempt));
     }
     text = json_dumps(arr, JSON_COMPACT);
     json_decref(arr);
@@ -146,12 +148,16 @@ gw_err inbox_settle_batch(db_conn *db, inbox_item *items, int n)
         goto rollback;
     }
     for (int row = 0; row < n; row++) {
-        int i = atoi(PQgetvalue(res, row, 0));
+        int k = atoi(PQgetvalue(res, row, 0));
+        inbox_item *it;
 
-        if (i < 0 || i >= n)
-            continue;
-        items[i].outcome = outcome_of(PQgetvalue(res, row, 1), &items[i].failed);
-        items[i].accept_to_settle_s = PQgetisnull(res, row, 2) ? 0 : atof(PQgetvalue(res, row, 2));
+        if (k < 0 || k >= n) {
+            err = GW_ERR_DB;
+            goto rollback;
+        }
+        it = &items[order[k]];
+        it->outcome = outcome_of(PQgetvalue(res, row, 1), &it->failed);
+        it->accept_to_settle_s = PQgetisnull(res, row, 2) ? 0 : atof(PQgetvalue(res, row, 2));
     }
     if ((err = failpoint_hit("worker.before_commit")) != GW_OK)
         goto rollback;
@@ -159,10 +165,45 @@ gw_err inbox_settle_batch(db_conn *db, inbox_item *items, int n)
         goto out;
 rollback:
     db_rollback(db);
-    for (int i = 0; i < n; i++)
-        items[i].failed = true;
 out:
+    for (int k = 0; err != GW_OK && k < n; k++)
+        items[order[k]].failed = true;
     PQclear(res);
     free(text);
+    return err;
+}
+
+static const inbox_item *sort_base;
+
+static int by_payment_id(const void *a, const void *b)
+{
+    return strcmp(sort_base[*(const int *)a].p->payment_id,
+                  sort_base[*(const int *)b].p->payment_id);
+}
+
+gw_err inbox_settle_batch(db_conn *db, inbox_item *items, int n)
+{
+    int *order = malloc((size_t)(n > 0 ? n : 1) * sizeof *order);
+    gw_err err;
+
+    if (order == NULL)
+        return GW_ERR_NOMEM;
+    for (int i = 0; i < n; i++) {
+        order[i] = i;
+        items[i].failed = true;
+    }
+    /* payment_id order: batches of several workers lock payment rows in the same order */
+    sort_base = items; /* one settler thread per process */
+    qsort(order, (size_t)n, sizeof *order, by_payment_id);
+    err = try_settle(db, items, order, n);
+    if (err != GW_OK && n > 1 && PQstatus(db_pg(db)) == CONNECTION_OK) {
+        /* an unexpected error in one item aborted them all: settle each alone */
+        log_warn("settle_batch_split", "items=%d", n);
+        for (int k = 0; k < n; k++)
+            if (try_settle(db, items, &order[k], 1) != GW_OK)
+                log_warn("settle_item_failed", "event_id=%s", items[order[k]].p->event_id);
+        err = GW_OK; /* each item now says for itself whether it failed */
+    }
+    free(order);
     return err;
 }

@@ -36,10 +36,12 @@ typedef struct inbox_item {
 GW_MUSTCHECK gw_err inbox_seen_many(db_conn *db, const inbox_item *items, int n, bool *seen);
 
 /*
- * inbox_settle_batch - one transaction for @n items: each runs settle_payment()
- * in its own subtransaction (settle_batch() in sql/0006), then one COMMIT. On
- * GW_OK each item's outcome (or failed) is filled and every INBOX_SETTLED is
- * durable. Any error means nothing of the batch was committed: ack none of it.
+ * inbox_settle_batch - one transaction for @n items in payment_id order
+ * (settle_batch() in sql/0007: settle_payment() per item), then one COMMIT. On
+ * GW_OK each item's outcome is filled, or failed is set for an item whose own
+ * run failed (when the batch fails on an unexpected error while the connection
+ * holds, each item is run again alone). Any other result means nothing was
+ * committed: ack none of it.
  */
 GW_MUSTCHECK gw_err inbox_settle_batch(db_conn *db, inbox_item *items, int n);
 
