@@ -1,6 +1,7 @@
 /* api/dlq.c - dead letters: the DLQ's content made durable, inspectable and replayable */
 #include "api/dlq.h"
 
+#include <errno.h>
 #include <inttypes.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -137,14 +138,16 @@ static json_t *letter_json(const PGresult *res, int row)
     return o;
 }
 
+/* Decimal digits only (no sign, no blanks), within min..max and without overflow. */
 static bool parse_int(const char *s, long min, long max, long *out)
 {
     char *end;
 
-    if (s == NULL || *s == '\0')
+    if (s == NULL || *s < '0' || *s > '9')
         return false;
+    errno = 0;
     *out = strtol(s, &end, 10);
-    return *end == '\0' && *out >= min && *out <= max;
+    return errno == 0 && *end == '\0' && *out >= min && *out <= max;
 }
 
 static void reply_invalid(dlq *d, http_request *r, const char *pointer, const char *detail)
@@ -442,7 +445,7 @@ void dlq_list(dlq *d, http_request *r)
 {
     const char *limit_s = http_request_query(r, "limit");
     const char *after_s = http_request_query(r, "after");
-    char lim[24];
+    char lim[24], after_buf[24];
     const char *params[2] = {NULL, lim};
     long limit = LIST_DEFAULT, after = 0;
     PGresult *res;
@@ -458,7 +461,9 @@ void dlq_list(dlq *d, http_request *r)
         reply_invalid(d, r, "/after", "after must be the next cursor of a previous page");
         return;
     }
-    params[0] = after_s;
+    if (after_s != NULL)
+        snprintf(after_buf, sizeof after_buf, "%ld", after);
+    params[0] = after_s != NULL ? after_buf : NULL;
     snprintf(lim, sizeof lim, "%ld", limit + 1); /* one more tells whether a next page exists */
     if (!acquire(d, r, &db))
         return;
@@ -542,9 +547,14 @@ static gw_err mark_replayed(db_conn *db, const char *id, const char *actor, cons
 }
 
 /* Publish the letter of row 0 of @res again; GW_ERR_NOT_FOUND when the broker returned it. */
-static gw_err republish(dlq *d, const PGresult *res, char *why, size_t len)
+static gw_err republish(dlq *d, const PGresult *res, const char *id, char *why, size_t len)
 {
     const char *event_id = PQgetvalue(res, 0, R_EVENT);
+    /* names the letter: a second death is a new letter even within the same second
+     * (no x- prefix: the worker's retry copies keep it) */
+    amqp_table_entry_t of = {mq_bytes("paygw-replay-of"),
+                             {AMQP_FIELD_KIND_UTF8, {.bytes = mq_bytes(id)}}};
+    amqp_table_t extra = {1, &of};
     mq_message m = {
         .exchange = MQ_EXCHANGE_EVENTS,
         .routing_key = PQgetvalue(res, 0, R_KEY),
@@ -554,6 +564,7 @@ static gw_err republish(dlq *d, const PGresult *res, char *why, size_t len)
         .len = (size_t)PQgetlength(res, 0, R_BODY),
         .attempt = 1, /* a fresh start: x-attempt, not x-death, counts the retries */
         .traceparent = PQgetisnull(res, 0, R_TRACE) ? NULL : PQgetvalue(res, 0, R_TRACE),
+        .extra_headers = &extra,
     };
     gw_err err;
 
@@ -621,7 +632,14 @@ void dlq_replay(dlq *d, http_request *r, const char *id)
                       NULL, NULL);
         goto out;
     }
-    err = republish(d, res, why, sizeof why);
+    /*
+     * Mark first, publish second, COMMIT last: the UPDATE holds the payment's row lock, so a
+     * worker that takes the message at once waits for this COMMIT and sees `published`, not
+     * `dead_lettered` (which it would ack as terminal, losing the replay).
+     */
+    if (mark_replayed(db, id, actor, PQgetvalue(res, 0, R_EVENT)) != GW_OK)
+        goto rollback_unavailable;
+    err = republish(d, res, id, why, sizeof why);
     if (err == GW_ERR_NOT_FOUND) {
         db_rollback(db);
         problem_reply(r, d->metrics, 409, "replay-unroutable", "Replay Unroutable", why, NULL,
@@ -634,8 +652,7 @@ void dlq_replay(dlq *d, http_request *r, const char *id)
                       "RabbitMQ did not confirm the replay; nothing was recorded", NULL, retry_1);
         goto out;
     }
-    if (mark_replayed(db, id, actor, PQgetvalue(res, 0, R_EVENT)) != GW_OK ||
-        db_exec(db, "COMMIT") != GW_OK) {
+    if (db_exec(db, "COMMIT") != GW_OK) {
         /* published but not recorded: a second replay is possible, the inbox keeps one effect */
         db_rollback(db);
         goto unavailable;
