@@ -1,4 +1,5 @@
-/* tests/fuzz/fuzz_payment.c - request bodies through the strict parser, validator and canonicalizer */
+/* tests/fuzz/fuzz_payment.c - request bodies through the strict parser, validator and canonicalizer
+ */
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
