@@ -19,6 +19,7 @@
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/resource.h>
 #include <time.h>
 
 #include "api/api_metrics.h"
@@ -37,10 +38,23 @@
 #define DB_POOL_SIZE     4 /* reads and admin; accepts go through the committer */
 #define COMMIT_THREADS   2 /* one collects while the other waits for its WAL flush */
 #define COMMIT_MAX_BATCH 128
-#define CONNECTION_LIMIT 1000
+#define CONNECTION_LIMIT 4000 /* with epoll, idle connections cost memory, not threads */
+#define PER_IP_LIMIT     1000 /* so one client's slow connections cannot take every slot */
 #define IDLE_TIMEOUT_S   30
 #define STOP_GRACE_MS    8000
 #define STARTUP_WAIT_S   30
+
+/* The soft limit on open files, raised towards @want (up to the hard limit). */
+static void raise_fd_limit(rlim_t want)
+{
+    struct rlimit rl;
+
+    if (getrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_cur >= want)
+        return;
+    rl.rlim_cur = rl.rlim_max == RLIM_INFINITY || rl.rlim_max > want ? want : rl.rlim_max;
+    if (setrlimit(RLIMIT_NOFILE, &rl) != 0)
+        log_warn("fd_limit", "want=%lu", (unsigned long)want);
+}
 
 int main(void)
 {
@@ -68,6 +82,7 @@ int main(void)
 
     if (db_wait_schema(cfg->database_url, "payments-api", STARTUP_WAIT_S) != GW_OK)
         return 1;
+    raise_fd_limit(CONNECTION_LIMIT + 256); /* connections + database, broker, files */
     api_metrics_init(&am);
     app.cfg = cfg;
     app.payments.metrics = &am;
@@ -87,6 +102,7 @@ int main(void)
     opt.listen = cfg->api_listen;
     opt.threads = HTTP_THREADS;
     opt.connection_limit = CONNECTION_LIMIT;
+    opt.per_ip_limit = PER_IP_LIMIT;
     opt.timeout_s = IDLE_TIMEOUT_S;
     opt.early = routes_early;
     opt.handler = routes_handle;

@@ -153,6 +153,12 @@ bool db_healthy(db_conn *db)
     res = PQexec(db->pg, "SELECT 1");
     ok = PQresultStatus(res) == PGRES_TUPLES_OK;
     PQclear(res);
+    if (!ok && PQstatus(db->pg) != CONNECTION_OK && db_ensure(db) == GW_OK) {
+        /* died while idle (the server restarted): the first use notices, a reconnect answers */
+        res = PQexec(db->pg, "SELECT 1");
+        ok = PQresultStatus(res) == PGRES_TUPLES_OK;
+        PQclear(res);
+    }
     return ok;
 }
 

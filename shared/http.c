@@ -185,6 +185,9 @@ gw_err http_server_start(const http_options *opt, http_server **out)
             {MHD_OPTION_NOTIFY_COMPLETED, (intptr_t)on_completed, s},
             {MHD_OPTION_EXTERNAL_LOGGER, (intptr_t)on_mhd_log, NULL},
             {MHD_OPTION_LISTENING_ADDRESS_REUSE, 1, NULL},
+            /* a payments API owes no leniency: HTTP/1.1 needs Host, no blanks in the URL */
+            {MHD_OPTION_STRICT_FOR_CLIENT, 1, NULL},
+            {MHD_OPTION_PER_IP_CONNECTION_LIMIT, (intptr_t)opt->per_ip_limit, NULL},
             {opt->threads > 1 ? MHD_OPTION_THREAD_POOL_SIZE : MHD_OPTION_END,
              (intptr_t)opt->threads, NULL},
             {MHD_OPTION_END, 0, NULL},

@@ -28,6 +28,7 @@ typedef struct http_options {
     listen_addr listen;
     unsigned threads;          /* worker threads of the daemon */
     unsigned connection_limit; /* concurrent connections */
+    unsigned per_ip_limit;     /* concurrent connections from one address, 0: no limit */
     unsigned timeout_s;        /* idle time before a connection is closed */
     http_early_fn early;       /* may be NULL */
     http_handler_fn handler;

@@ -17,10 +17,15 @@ const db_stmt outbox_stmts[] = {
                      "FROM outbox WHERE state = 'pending' AND next_attempt_at <= now() "
                      "ORDER BY id LIMIT $1::int FOR UPDATE SKIP LOCKED"},
     /* the payment moves forward only: a settled payment stays settled */
-    {"outbox_published", "WITH o AS (UPDATE outbox SET state = 'published', published_at = now() "
-                         "WHERE id = ANY($1::bigint[]) AND state = 'pending' RETURNING payment_id) "
-                         "UPDATE payments p SET status = 'published', updated_at = now() FROM o "
-                         "WHERE p.payment_id = o.payment_id AND p.status = 'accepted'"},
+    /* payment rows locked in byte order of payment_id, the order the worker's batches use:
+     * the two never wait for each other in a cycle */
+    {"outbox_published",
+     "WITH o AS (UPDATE outbox SET state = 'published', published_at = now() "
+     "WHERE id = ANY($1::bigint[]) AND state = 'pending' RETURNING payment_id), "
+     "l AS (SELECT p.payment_id FROM payments p JOIN o USING (payment_id) "
+     "WHERE p.status = 'accepted' ORDER BY p.payment_id COLLATE \"C\" FOR UPDATE OF p) "
+     "UPDATE payments p SET status = 'published', updated_at = now() FROM l "
+     "WHERE p.payment_id = l.payment_id AND p.status = 'accepted'"},
     {"outbox_unroutable",
      "WITH o AS (UPDATE outbox SET state = 'unroutable', published_at = now(), last_error = $2 "
      "WHERE id = $1::bigint AND state = 'pending' RETURNING payment_id) "
