@@ -13,19 +13,24 @@
 #include "shared/mq.h"
 #include "shared/mq_topology.h"
 #include "worker/outbox.h"
+#include "worker/relay_lane.h"
 
 #define NOTIFY_CHANNEL "paygw_outbox"
 #define HOUSEKEEPING_S 60
 #define BACKLOG_S      2
 #define PURGE_LIMIT    1000
 
+#define LANES 2
+
 struct relay {
     const gw_config *cfg;
     health *health;
-    db_conn *db;
+    relay_lane *lanes[LANES]; /* lanes[0]'s connection also LISTENs and does housekeeping */
+    db_conn *db;              /* borrowed from lanes[0] */
+    int oldest;               /* the lane whose batch went out first */
     mq_conn *mq;
     bool listening;
-    metric *published, *confirmed, *returned, *nacked, *timeouts, *batch_size, *confirm_seconds;
+    relay_metrics m;
     metric *backlog, *oldest_age, *purged;
     time_t next_housekeeping, next_backlog;
 };
@@ -40,21 +45,24 @@ gw_err relay_new(const gw_config *cfg, metrics *m, health *h, relay **out)
         return GW_ERR_NOMEM;
     r->cfg = cfg;
     r->health = h;
-    r->published = metrics_counter(m, "paygw_relay_published_total", NULL,
-                                   "Messages handed to the broker (not yet confirmed).");
-    r->confirmed = metrics_counter(m, "paygw_relay_confirmed_total", NULL,
-                                   "Publishes the broker acked and routed; rows marked published.");
-    r->returned = metrics_counter(m, "paygw_relay_returned_total", NULL,
-                                  "Publishes the broker returned as unroutable (basic.return).");
-    r->nacked = metrics_counter(m, "paygw_relay_nacked_total", NULL,
-                                "Publishes the broker nacked; rows left pending.");
-    r->timeouts = metrics_counter(m, "paygw_relay_confirm_timeouts_total", NULL,
-                                  "Publishes without a confirm in time; rows left pending.");
-    r->batch_size = metrics_histogram(m, "paygw_relay_batch_size", NULL, "Rows claimed per batch.",
-                                      batch_bounds, sizeof batch_bounds / sizeof batch_bounds[0]);
-    r->confirm_seconds = metrics_histogram(m, "paygw_relay_confirm_duration_seconds", NULL,
-                                           "From the first publish of a batch to its last confirm.",
-                                           metrics_latency_bounds, metrics_latency_nbounds);
+    r->m.published = metrics_counter(m, "paygw_relay_published_total", NULL,
+                                     "Messages handed to the broker (not yet confirmed).");
+    r->m.confirmed =
+        metrics_counter(m, "paygw_relay_confirmed_total", NULL,
+                        "Publishes the broker acked and routed; rows marked published.");
+    r->m.returned = metrics_counter(m, "paygw_relay_returned_total", NULL,
+                                    "Publishes the broker returned as unroutable (basic.return).");
+    r->m.nacked = metrics_counter(m, "paygw_relay_nacked_total", NULL,
+                                  "Publishes the broker nacked; rows left pending.");
+    r->m.timeouts = metrics_counter(m, "paygw_relay_confirm_timeouts_total", NULL,
+                                    "Publishes without a confirm in time; rows left pending.");
+    r->m.batch_size =
+        metrics_histogram(m, "paygw_relay_batch_size", NULL, "Rows claimed per batch.",
+                          batch_bounds, sizeof batch_bounds / sizeof batch_bounds[0]);
+    r->m.confirm_seconds =
+        metrics_histogram(m, "paygw_relay_confirm_duration_seconds", NULL,
+                          "From the first publish of a batch to its last confirm.",
+                          metrics_latency_bounds, metrics_latency_nbounds);
     r->backlog = metrics_gauge(m, "paygw_outbox_backlog", NULL, "Unpublished outbox rows.");
     r->oldest_age = metrics_gauge(m, "paygw_outbox_oldest_pending_age_seconds", NULL,
                                   "Age of the oldest unpublished outbox row.");
@@ -71,7 +79,10 @@ void relay_set_health(relay *r, health *h)
 
 static void drop_db(relay *r)
 {
-    db_close(r->db);
+    for (int i = 0; i < LANES; i++) {
+        relay_lane_close(r->lanes[i]);
+        r->lanes[i] = NULL;
+    }
     r->db = NULL;
     r->listening = false;
     health_set_db(r->health, false);
@@ -99,11 +110,14 @@ static gw_err connect_db(relay *r)
 
     if (r->db != NULL && db_ensure(r->db) == GW_OK && r->listening)
         return GW_OK;
-    if (r->db == NULL && (err = db_open(r->cfg->database_url, "payments-relay", outbox_stmts,
-                                        outbox_nstmts, false, &r->db)) != GW_OK)
-        return err;
-    if ((err = db_ensure(r->db)) != GW_OK)
-        return err;
+    for (int i = 0; i < LANES; i++) {
+        if (r->lanes[i] == NULL &&
+            (err = relay_lane_open(r->cfg->database_url, &r->m, &r->lanes[i])) != GW_OK)
+            return err;
+        if ((err = db_ensure(relay_lane_db(r->lanes[i]))) != GW_OK)
+            return err;
+    }
+    r->db = relay_lane_db(r->lanes[0]);
     /* after every reconnect: a LISTEN does not survive its session */
     if ((err = db_exec(r->db, "LISTEN " NOTIFY_CHANNEL)) != GW_OK)
         return err;
@@ -129,181 +143,80 @@ static gw_err connect_mq(relay *r)
     return GW_OK;
 }
 
-static double seconds_since(const struct timespec *t0)
+static bool any_busy(const relay *r)
 {
-    struct timespec now;
-
-    clock_gettime(CLOCK_MONOTONIC, &now);
-    return (double)(now.tv_sec - t0->tv_sec) + (double)(now.tv_nsec - t0->tv_nsec) / 1e9;
+    for (int i = 0; i < LANES; i++)
+        if (r->lanes[i] != NULL && relay_lane_busy(r->lanes[i]))
+            return true;
+    return false;
 }
 
-/* Apply one ack or nack (maybe "multiple") to the rows still waiting; returns rows settled. */
-static size_t settle_confirm(outbox_batch *b, const mq_event *ev)
+/* Finish every lane in hand (after the broker went away, or at stop): keep what was confirmed. */
+static void finish_all(relay *r, bool timed_out)
 {
-    size_t n = 0;
-
-    for (size_t i = 0; i < outbox_batch_len(b); i++) {
-        outbox_row *row = outbox_batch_row(b, i);
-
-        if (row->seq == 0 || row->settled)
-            continue;
-        if (!(row->seq == ev->tag || (ev->multiple && row->seq <= ev->tag)))
-            continue;
-        row->settled = true;
-        n++;
-        if (ev->kind == MQ_EV_NACK) {
-            row->fate = OUTBOX_NACKED;
-            snprintf(row->why, sizeof row->why, "nacked by the broker");
-        } else if (row->fate != OUTBOX_RETURNED) {
-            row->fate = OUTBOX_CONFIRMED; /* acked without a return: routed */
-        }
-    }
-    return n;
-}
-
-/* A basic.return names no delivery tag: find the row by message_id (= event_id). */
-static void note_return(outbox_batch *b, const mq_event *ev)
-{
-    for (size_t i = 0; i < outbox_batch_len(b); i++) {
-        outbox_row *row = outbox_batch_row(b, i);
-
-        if (!row->settled && row->seq != 0 && strcmp(row->event_id, ev->message_id) == 0) {
-            row->fate = OUTBOX_RETURNED; /* its ack follows */
-            snprintf(row->why, sizeof row->why, "%d %s", ev->reply_code, ev->reply_text);
-            return;
-        }
-    }
+    for (int i = 0; i < LANES; i++)
+        if (r->lanes[i] != NULL && relay_lane_busy(r->lanes[i]) &&
+            relay_lane_finish(r->lanes[i], timed_out) != GW_OK)
+            log_warn("relay_batch_not_marked", "lane=%d", i);
 }
 
 /*
- * collect_confirms - read until every published row is settled or the
- * deadline passes. Rows without a confirm then count as nacked (retried after
- * a back-off); a returned row whose ack never came stays pending.
+ * relay_cycle - keep both lanes going: start a batch in an idle lane (unless
+ * stopping), then read confirms until the oldest lane's batch is settled or
+ * times out, and finish it (marks, COMMIT). While one lane waits for its
+ * confirms, the other's rows are already published. *@more says a full batch
+ * was claimed (more may be waiting).
  */
-static gw_err collect_confirms(relay *r, outbox_batch *b, size_t waiting)
+static gw_err relay_cycle(relay *r, bool stopping, bool *more)
 {
-    struct timespec t0;
-    gw_err err = GW_OK;
+    relay_lane *old;
+    size_t claimed;
+    gw_err err;
     mq_event ev;
 
-    clock_gettime(CLOCK_MONOTONIC, &t0);
-    while (waiting > 0) {
-        int left = RELAY_CONFIRM_TIMEOUT_MS - (int)(seconds_since(&t0) * 1000);
+    *more = false;
+    for (int i = 0; i < LANES && !stopping; i++) {
+        int k = (r->oldest + i) % LANES;
+
+        if (relay_lane_busy(r->lanes[k]))
+            continue;
+        if (!any_busy(r))
+            r->oldest = k;
+        err = relay_lane_start(r->lanes[k], r->mq, RELAY_BATCH_SIZE, &claimed);
+        if (err == GW_ERR_MQ) {
+            finish_all(r, false);
+            return err;
+        }
+        if (err != GW_OK)
+            return err;
+        *more = claimed == RELAY_BATCH_SIZE;
+        break; /* one new batch per cycle: the other lane is either busy or not needed */
+    }
+    old = r->lanes[r->oldest];
+    if (!relay_lane_busy(old))
+        return GW_OK;
+    while (relay_lane_waiting(old) > 0) {
+        long left = RELAY_CONFIRM_TIMEOUT_MS - relay_lane_age_ms(old);
 
         if (left <= 0) {
-            err = GW_ERR_RETRY;
-            break;
+            /* late confirms would confuse the next batch: reconnect */
+            finish_all(r, true);
+            return GW_ERR_MQ;
         }
-        err = mq_next_event(r->mq, left, &ev);
+        err = mq_next_event(r->mq, (int)left, &ev);
         if (err == GW_ERR_RETRY)
             continue;
-        if (err != GW_OK)
-            break; /* connection lost: what was acked so far is still marked */
-        if (ev.kind == MQ_EV_RETURN)
-            note_return(b, &ev);
-        else if (ev.kind == MQ_EV_ACK || ev.kind == MQ_EV_NACK)
-            waiting -= settle_confirm(b, &ev);
-    }
-    if (waiting == 0)
-        metrics_observe(r->confirm_seconds, seconds_since(&t0));
-    for (size_t i = 0; i < outbox_batch_len(b); i++) {
-        outbox_row *row = outbox_batch_row(b, i);
-
-        if (row->seq == 0 || row->settled)
-            continue;
-        if (err == GW_ERR_RETRY) {
-            metrics_add(r->timeouts, 1);
-            row->fate = OUTBOX_NACKED;
-            snprintf(row->why, sizeof row->why, "no confirm within %d ms",
-                     RELAY_CONFIRM_TIMEOUT_MS);
-        } else {
-            row->fate = OUTBOX_UNSETTLED; /* connection lost: republished later */
+        if (err != GW_OK) {
+            finish_all(r, false); /* what was acked so far is still marked */
+            return err;
         }
+        for (int i = 0; i < LANES; i++) /* a tag or a message_id names one lane's row */
+            relay_lane_event(r->lanes[i], &ev);
     }
-    return err;
-}
-
-static void count_fates(relay *r, outbox_batch *b)
-{
-    for (size_t i = 0; i < outbox_batch_len(b); i++) {
-        outbox_row *row = outbox_batch_row(b, i);
-
-        if (row->fate == OUTBOX_CONFIRMED) {
-            metrics_add(r->confirmed, 1);
-        } else if (row->fate == OUTBOX_RETURNED) {
-            metrics_add(r->returned, 1);
-            log_info("payment_unroutable", "event_id=%s payment_id=%s reply=\"%s\"", row->event_id,
-                     row->payment_id, row->why);
-        } else if (row->fate == OUTBOX_NACKED && row->settled) {
-            metrics_add(r->nacked, 1);
-        }
-    }
-}
-
-/*
- * relay_batch - one transaction: claim, publish every row without waiting in
- * between, collect the confirms, mark, COMMIT. A crash before COMMIT leaves
- * the rows pending: they are published again (the worker's inbox dedupes).
- * Returns the rows claimed in *@claimed.
- */
-static gw_err relay_batch(relay *r, size_t *claimed)
-{
-    outbox_batch *b = NULL;
-    size_t waiting = 0;
-    gw_err err, mq_err = GW_OK;
-
-    *claimed = 0;
-    if ((err = db_begin(r->db, NULL)) != GW_OK)
-        return err;
-    if ((err = outbox_claim(r->db, RELAY_BATCH_SIZE, &b)) != GW_OK)
-        goto rollback;
-    *claimed = outbox_batch_len(b);
-    if (*claimed == 0) {
-        outbox_batch_free(b);
-        return db_exec(r->db, "COMMIT");
-    }
-    metrics_observe(r->batch_size, (double)*claimed);
-    for (size_t i = 0; i < *claimed; i++) {
-        outbox_row *row = outbox_batch_row(b, i);
-        mq_message m = {
-            .exchange = MQ_EXCHANGE_EVENTS,
-            .routing_key = row->routing_key,
-            .message_id = row->event_id,
-            .type = MQ_MESSAGE_TYPE,
-            .body = row->body,
-            .len = row->body_len,
-            .attempt = 1,
-            .traceparent = row->traceparent,
-        };
-
-        if ((mq_err = mq_publish(r->mq, &m, &row->seq)) != GW_OK) {
-            row->seq = 0;
-            break; /* the rest stays pending */
-        }
-        metrics_add(r->published, 1);
-        waiting++;
-    }
-    if (waiting > 0) {
-        gw_err cerr = collect_confirms(r, b, waiting);
-        if (cerr != GW_OK && cerr != GW_ERR_RETRY)
-            mq_err = cerr;
-        if (cerr == GW_ERR_RETRY)
-            mq_err = GW_ERR_MQ; /* late confirms would confuse the next batch: reconnect */
-    }
-    if ((err = failpoint_hit("relay.after_publish")) != GW_OK)
-        goto rollback;
-    if ((err = outbox_mark(r->db, b)) != GW_OK)
-        goto rollback;
-    if ((err = failpoint_hit("relay.before_commit")) != GW_OK)
-        goto rollback;
-    if ((err = db_exec(r->db, "COMMIT")) != GW_OK)
-        goto rollback;
-    count_fates(r, b);
-    outbox_batch_free(b);
-    return mq_err;
-rollback:
-    db_rollback(r->db);
-    outbox_batch_free(b);
+    err = relay_lane_finish(old, false);
+    r->oldest = (r->oldest + 1) % LANES;
+    if (err == GW_OK && relay_lane_busy(r->lanes[r->oldest]))
+        *more = true; /* the other lane is in flight: keep cycling */
     return err;
 }
 
@@ -373,17 +286,20 @@ static gw_err wait_for_work(relay *r)
 void relay_run(relay *r, volatile sig_atomic_t *stop)
 {
     backoff bo;
-    size_t claimed;
+    bool more;
     gw_err err;
 
     backoff_init(&bo, 200, 10000);
-    while (!*stop) {
+    /* on stop: no new batch, but the ones in hand are confirmed, marked and committed */
+    while (!*stop || (r->lanes[0] != NULL && any_busy(r))) {
         if ((err = connect_db(r)) != GW_OK) {
             drop_db(r);
             backoff_wait(&bo, stop);
             continue;
         }
         if ((err = connect_mq(r)) != GW_OK) {
+            if (*stop)
+                break;
             backoff_wait(&bo, stop);
             continue;
         }
@@ -394,26 +310,28 @@ void relay_run(relay *r, volatile sig_atomic_t *stop)
                 drop_mq(r);
             continue;
         }
-        err = relay_batch(r, &claimed);
+        err = relay_cycle(r, *stop, &more);
         if (err == GW_ERR_MQ) {
             drop_mq(r);
             backoff_wait(&bo, stop);
             continue;
         }
         if (err != GW_OK) {
+            finish_all(r, false);
             if (PQstatus(db_pg(r->db)) != CONNECTION_OK)
                 drop_db(r);
             backoff_wait(&bo, stop);
             continue;
         }
         backoff_reset(&bo);
+        if (more || any_busy(r))
+            continue;
         housekeeping(r);
-        if (claimed == RELAY_BATCH_SIZE)
-            continue; /* more is waiting */
         err = wait_for_work(r);
         if (err == GW_ERR_MQ)
             drop_mq(r);
         else if (err == GW_ERR_DB)
             drop_db(r);
     }
+    finish_all(r, false);
 }

@@ -468,8 +468,10 @@ static gw_err receive(settler *s, delivery *batch, int max, int *n)
 static gw_err consume_batch(settler *s, delivery *batch, backoff *db_backoff,
                             volatile sig_atomic_t *stop)
 {
-    int max =
-        s->cfg->worker_prefetch < SETTLE_BATCH_MAX ? s->cfg->worker_prefetch : SETTLE_BATCH_MAX;
+    /* half the prefetch: the other half streams in while this half commits, so the broker
+     * never waits for our acks with nothing left to send */
+    int half = s->cfg->worker_prefetch > 1 ? s->cfg->worker_prefetch / 2 : 1;
+    int max = half < SETTLE_BATCH_MAX ? half : SETTLE_BATCH_MAX;
     struct timespec t0;
     bool requeued = false;
     gw_err err;

@@ -10,7 +10,8 @@
 #include "shared/metrics.h"
 #include "worker/bank.h"
 
-#define SETTLE_BATCH_MAX 128 /* deliveries applied in one transaction, at most the prefetch */
+#define SETTLE_BATCH_MAX 256 /* deliveries applied in one transaction, at most half the prefetch   \
+                              */
 
 typedef struct settler settler;
 
