@@ -201,6 +201,7 @@ static bool read_one(amqp_connection_state_t c, struct timeval *timeout, counts 
     case AMQP_CHANNEL_CLOSE_METHOD:
     case AMQP_CONNECTION_CLOSE_METHOD:
         die("the broker closed the channel");
+        break; /* not reached */
     default:
         break;
     }
