@@ -35,7 +35,7 @@ struct relay {
     time_t next_housekeeping, next_backlog;
 };
 
-static const double batch_bounds[] = {1, 2, 5, 10, 25, 50, 100, 250, 500};
+static const double batch_bounds[] = {1, 2, 5, 10, 25, 50, 100, 250, 500, 1000};
 
 gw_err relay_new(const gw_config *cfg, metrics *m, health *h, relay **out)
 {

@@ -9,7 +9,7 @@
 #include "shared/health.h"
 #include "shared/metrics.h"
 
-#define RELAY_BATCH_SIZE         256
+#define RELAY_BATCH_SIZE         1024
 #define RELAY_CONFIRM_TIMEOUT_MS 5000 /* below the 10 s stop deadline */
 #define RELAY_POLL_MS            1000 /* polling fallback when no NOTIFY comes */
 
