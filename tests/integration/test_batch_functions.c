@@ -1,0 +1,430 @@
+/*
+ * tests/integration/test_batch_functions.c - the set-based accept_batch() and
+ * settle_batch() against accept_payment() and settle_payment() row by row:
+ * same outcomes, same answers, same rows.
+ *
+ * Two fresh databases get the same random batches, drawn from a few ids so that
+ * every outcome happens often: replays, reused keys, decided payments, unknown
+ * and dead-lettered payments, duplicates, and one event twice in a batch.
+ * Database A runs the batch function; database B runs the row function for
+ * each item in one transaction, which is what the batch replaced. A third
+ * connection to each holds the advisory lock of one event now and then
+ * ('in_flight').
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <jansson.h>
+#include <libpq-fe.h>
+
+#include "tests/support/tcheck.h"
+#include "tests/support/tdb.h"
+
+#define BATCHES 400
+#define MAX_ITEMS 12
+#define EVENTS 10
+#define PAYMENTS 7
+#define GENERATION 25 /* batches per set of ids: fresh ids keep "accepted" coming */
+
+/* ---- accept ---------------------------------------------------------------------------- */
+
+typedef struct accept_item {
+    char event_id[24], payment_id[24], fingerprint[3], body[64], response[64];
+    const char *method, *decision, *currency;
+} accept_item;
+
+static PGconn *connect_to(const char *url)
+{
+    PGconn *c = PQconnectdb(url);
+
+    if (PQstatus(c) != CONNECTION_OK) {
+        FAIL("connect %s: %s", url, PQerrorMessage(c));
+        PQfinish(c);
+        return NULL;
+    }
+    return c;
+}
+
+static bool exec_ok(PGconn *c, const char *sql)
+{
+    PGresult *res = PQexec(c, sql);
+    bool ok = PQresultStatus(res) == PGRES_COMMAND_OK || PQresultStatus(res) == PGRES_TUPLES_OK;
+
+    if (!ok)
+        FAIL("%s: %s", sql, PQerrorMessage(c));
+    PQclear(res);
+    return ok;
+}
+
+static int accept_by_payment_id(const void *a, const void *b)
+{
+    return strcmp(((const accept_item *)a)->payment_id, ((const accept_item *)b)->payment_id);
+}
+
+static void random_accept_item(accept_item *it, int gen, int e)
+{
+    static const char *const methods[] = {"pix", "ted", "card"};
+    int variant = rand() % 4 == 0; /* a quarter reuse a key with new content */
+
+    snprintf(it->event_id, sizeof it->event_id, "g%d-ev-%d", gen, e);
+    /* mostly the event's own payment, sometimes one another event already decided */
+    snprintf(it->payment_id, sizeof it->payment_id, "g%d-pay-%d", gen,
+             rand() % 5 == 0 ? rand() % PAYMENTS : e % PAYMENTS);
+    snprintf(it->fingerprint, sizeof it->fingerprint, "%s", variant ? "bb" : "aa");
+    snprintf(it->body, sizeof it->body, "{\"event\":\"%.23s\",\"v\":%d}", it->event_id, variant);
+    snprintf(it->response, sizeof it->response, "{\"event_id\":\"%.23s\",\"v\":%d}", it->event_id,
+             variant);
+    it->method = methods[e % 3];
+    it->decision = e % 2 ? "refused" : "approved";
+    it->currency = rand() % 97 == 0 ? "USD" : "BRL"; /* breaks a CHECK: the batch fails */
+}
+
+static json_t *item_json(const accept_item *it)
+{
+    return json_pack("{s:s,s:s,s:s,s:s,s:I,s:s,s:s,s:s,s:s,s:s,s:s,s:s}", "event_id",
+                     it->event_id, "payment_id", it->payment_id, "method", it->method,
+                     "decision", it->decision, "amount_cents", (json_int_t)1234, "currency",
+                     it->currency, "payee_bank", "001", "payee_account", "12345-6", "fingerprint",
+                     it->fingerprint, "body", it->body, "response", it->response, "decided_at",
+                     "2026-11-30T12:00:00Z");
+}
+
+/* One line per item, "outcome|response", or "error" for the whole batch. */
+static void accept_set_based(PGconn *c, const accept_item *items, int n, char *out, size_t cap)
+{
+    json_t *arr = json_array();
+    char *text;
+    const char *params[1];
+    PGresult *res;
+    size_t len = 0;
+
+    for (int i = 0; i < n; i++)
+        json_array_append_new(arr, item_json(&items[i]));
+    text = json_dumps(arr, JSON_COMPACT);
+    json_decref(arr);
+    params[0] = text;
+    out[0] = '\0';
+    exec_ok(c, "BEGIN");
+    res = PQexecParams(c, "SELECT idx, outcome, response_body FROM accept_batch($1::jsonb)", 1,
+                       NULL, params, NULL, NULL, 0);
+    if (PQresultStatus(res) != PGRES_TUPLES_OK) {
+        snprintf(out, cap, "error");
+        exec_ok(c, "ROLLBACK");
+    } else {
+        CHECK_INT(PQntuples(res), n);
+        for (int r = 0; r < PQntuples(res); r++) {
+            CHECK_INT(atoi(PQgetvalue(res, r, 0)), r); /* rows come in item order */
+            len += (size_t)snprintf(out + len, cap - len, "%s|%s\n", PQgetvalue(res, r, 1),
+                                    PQgetvalue(res, r, 2));
+        }
+        exec_ok(c, "COMMIT");
+    }
+    PQclear(res);
+    free(text);
+}
+
+static void accept_row_by_row(PGconn *c, const accept_item *items, int n, char *out, size_t cap)
+{
+    size_t len = 0;
+
+    out[0] = '\0';
+    exec_ok(c, "BEGIN");
+    for (int i = 0; i < n; i++) {
+        const accept_item *it = &items[i];
+        const char *params[] = {it->event_id, it->payment_id, it->method, it->decision,
+                                "1234", it->currency, "001", "12345-6", "2026-11-30T12:00:00Z",
+                                it->fingerprint, it->body, NULL, it->response};
+        PGresult *res = PQexecParams(
+            c,
+            "SELECT outcome, response_body FROM accept_payment($1, $2, $3, $4, $5::bigint, $6, "
+            "$7, $8, $9::timestamptz, decode($10, 'hex'), $11, $12, $13)",
+            13, NULL, params, NULL, NULL, 0);
+
+        if (PQresultStatus(res) != PGRES_TUPLES_OK) {
+            PQclear(res);
+            snprintf(out, cap, "error");
+            exec_ok(c, "ROLLBACK");
+            return;
+        }
+        len += (size_t)snprintf(out + len, cap - len, "%s|%s\n", PQgetvalue(res, 0, 0),
+                                PQgetvalue(res, 0, 1));
+        PQclear(res);
+    }
+    exec_ok(c, "COMMIT");
+}
+
+/* Everything the accepts wrote, as one string (outbox ids differ; their order may not). */
+static char *accept_state_of(tdb *db)
+{
+    return tdb_value(
+        db,
+        "SELECT concat_ws(' / ', "
+        "(SELECT string_agg(payment_id || ':' || event_id || ':' || method || ':' || decision, ',' "
+        "  ORDER BY payment_id) FROM payments), "
+        "(SELECT string_agg(event_id || ':' || payment_id || ':' || routing_key || ':' || body, ',' "
+        "  ORDER BY id) FROM outbox), "
+        "(SELECT string_agg(event_id || ':' || encode(fingerprint, 'hex') || ':' || payment_id "
+        "  || ':' || response_body, ',' ORDER BY event_id) FROM idempotency_keys))",
+        NULL);
+}
+
+static void test_accept_same_as_row_by_row(void)
+{
+    tdb *a = tdb_create(true), *b = tdb_create(true);
+    PGconn *ca = a ? connect_to(tdb_url(a)) : NULL, *cb = b ? connect_to(tdb_url(b)) : NULL;
+    PGconn *la = a ? connect_to(tdb_url(a)) : NULL, *lb = b ? connect_to(tdb_url(b)) : NULL;
+    static char got[4096], want[4096];
+    int outcomes_seen[6] = {0};
+
+    if (ca == NULL || cb == NULL || la == NULL || lb == NULL)
+        goto out;
+    srand(20261130);
+    for (int batch = 0; batch < BATCHES; batch++) {
+        accept_item items[MAX_ITEMS];
+        int n = 1 + rand() % MAX_ITEMS;
+        bool hold = rand() % 4 == 0;
+        char *sa, *sb;
+
+        /* A quarter of the batches may hold one event twice (accept_batch() then goes row by
+         * row); the others draw distinct events and take the set-based path. */
+        bool twice = rand() % 4 == 0;
+        int order[EVENTS];
+
+        for (int i = 0; i < EVENTS; i++)
+            order[i] = i;
+        for (int i = EVENTS - 1; i > 0; i--) {
+            int k = rand() % (i + 1), t = order[i];
+
+            order[i] = order[k];
+            order[k] = t;
+        }
+        if (!twice && n > EVENTS)
+            n = EVENTS;
+        for (int i = 0; i < n; i++)
+            random_accept_item(&items[i], batch / GENERATION, twice ? rand() % EVENTS : order[i]);
+        qsort(items, (size_t)n, sizeof items[0], accept_by_payment_id); /* as the committer does */
+        if (hold) { /* the other transaction on event 9 of this generation */
+            char sql[128];
+
+            snprintf(sql, sizeof sql, "SELECT pg_advisory_lock(hashtextextended('g%d-ev-9', 0))",
+                     batch / GENERATION);
+            exec_ok(la, sql);
+            exec_ok(lb, sql);
+        }
+        accept_set_based(ca, items, n, got, sizeof got);
+        accept_row_by_row(cb, items, n, want, sizeof want);
+        if (hold) {
+            exec_ok(la, "SELECT pg_advisory_unlock_all()");
+            exec_ok(lb, "SELECT pg_advisory_unlock_all()");
+        }
+        tcheck_context("accept batch %d of %d items", batch, n);
+        if (!CHECK_STR(got, want))
+            break;
+        sa = accept_state_of(a);
+        sb = accept_state_of(b);
+        CHECK_STR(sa, sb);
+        free(sa);
+        free(sb);
+        outcomes_seen[0] += strstr(got, "accepted|") != NULL;
+        outcomes_seen[1] += strstr(got, "replay|") != NULL;
+        outcomes_seen[2] += strstr(got, "key_reused|") != NULL;
+        outcomes_seen[3] += strstr(got, "payment_decided|") != NULL;
+        outcomes_seen[4] += strstr(got, "in_flight|") != NULL;
+        outcomes_seen[5] += strcmp(got, "error") == 0;
+    }
+    tcheck_context_clear();
+    /* the draw must have produced every outcome, or the comparison proved little */
+    for (int i = 0; i < 6; i++)
+        if (!CHECK(outcomes_seen[i] > 0))
+            printf("# outcome %d never happened\n", i);
+out:
+    PQfinish(ca);
+    PQfinish(cb);
+    PQfinish(la);
+    PQfinish(lb);
+    tdb_drop(a);
+    tdb_drop(b);
+}
+
+/* ---- settle ---------------------------------------------------------------------------- */
+
+#define SETTLE_PAYMENTS 60 /* per generation; events up to SETTLE_EVENTS-1 have no payment */
+#define SETTLE_EVENTS 70
+
+/* The payments of generation @gen, the same on both sides; every seventh dead-lettered. */
+static bool seed_payments(PGconn *c, int gen)
+{
+    char sql[640];
+
+    snprintf(sql, sizeof sql,
+             "SELECT count(*) FROM generate_series(0, %d) g, LATERAL accept_payment("
+             "'g%d-sev-' || g, 'g%d-spay-' || g, (ARRAY['pix','ted','card'])[g %% 3 + 1], "
+             "'approved', 100 + g, 'BRL', '001', '0000-' || g, now(), '\\xaa'::bytea, '{}', "
+             "NULL, '{}')",
+             SETTLE_PAYMENTS - 1, gen, gen);
+    if (!exec_ok(c, sql))
+        return false;
+    snprintf(sql, sizeof sql,
+             "UPDATE payments SET status = 'dead_lettered' WHERE payment_id LIKE 'g%d-spay-%%' "
+             "AND split_part(payment_id, '-', 3)::int %% 7 = 0",
+             gen);
+    return exec_ok(c, sql);
+}
+
+typedef struct settle_item {
+    char event_id[32], payment_id[32], attempt[12];
+} settle_item;
+
+static int settle_by_payment_id(const void *a, const void *b)
+{
+    return strcmp(((const settle_item *)a)->payment_id, ((const settle_item *)b)->payment_id);
+}
+
+static void random_settle_item(settle_item *it, int gen, int e)
+{
+    snprintf(it->event_id, sizeof it->event_id, "g%d-sev-%d", gen, e);
+    /* now and then the payment of another event: no such pair, 'unknown_payment' */
+    snprintf(it->payment_id, sizeof it->payment_id, "g%d-spay-%d", gen,
+             rand() % 10 == 0 ? rand() % SETTLE_PAYMENTS : e);
+    snprintf(it->attempt, sizeof it->attempt, "%s",
+             rand() % 150 == 0 ? "99999999999" : rand() % 2 ? "1" : "2"); /* out of range: error */
+}
+
+/* One line per item, "outcome|has_seconds", or "error" for the whole batch. */
+static void print_settle_rows(PGresult *res, char *out, size_t cap, size_t *len)
+{
+    for (int r = 0; r < PQntuples(res); r++)
+        *len += (size_t)snprintf(out + *len, cap - *len, "%s|%d\n", PQgetvalue(res, r, 1),
+                                 !PQgetisnull(res, r, 2));
+}
+
+static void settle_set_based(PGconn *c, const settle_item *items, int n, char *out, size_t cap)
+{
+    json_t *arr = json_array();
+    char *text;
+    const char *params[1];
+    PGresult *res;
+    size_t len = 0;
+
+    for (int i = 0; i < n; i++)
+        json_array_append_new(arr, json_pack("{s:s,s:s,s:o}", "event_id", items[i].event_id,
+                                             "payment_id", items[i].payment_id, "attempt",
+                                             json_integer(atoll(items[i].attempt))));
+    text = json_dumps(arr, JSON_COMPACT);
+    json_decref(arr);
+    params[0] = text;
+    exec_ok(c, "BEGIN");
+    res = PQexecParams(c, "SELECT idx, outcome, seconds FROM settle_batch($1::jsonb)", 1, NULL,
+                       params, NULL, NULL, 0);
+    if (PQresultStatus(res) != PGRES_TUPLES_OK) {
+        snprintf(out, cap, "error");
+        exec_ok(c, "ROLLBACK");
+    } else {
+        CHECK_INT(PQntuples(res), n);
+        for (int r = 0; r < PQntuples(res); r++)
+            CHECK_INT(atoi(PQgetvalue(res, r, 0)), r);
+        out[0] = '\0';
+        print_settle_rows(res, out, cap, &len);
+        exec_ok(c, "COMMIT");
+    }
+    PQclear(res);
+    free(text);
+}
+
+static void settle_row_by_row(PGconn *c, const settle_item *items, int n, char *out, size_t cap)
+{
+    size_t len = 0;
+
+    out[0] = '\0';
+    exec_ok(c, "BEGIN");
+    for (int i = 0; i < n; i++) {
+        const char *params[] = {items[i].event_id, items[i].payment_id, items[i].attempt};
+        PGresult *res = PQexecParams(
+            c, "SELECT 0, outcome, seconds FROM settle_payment($1, $2, $3::integer)", 3, NULL,
+            params, NULL, NULL, 0);
+
+        if (PQresultStatus(res) != PGRES_TUPLES_OK) {
+            PQclear(res);
+            snprintf(out, cap, "error");
+            exec_ok(c, "ROLLBACK");
+            return;
+        }
+        print_settle_rows(res, out, cap, &len);
+        PQclear(res);
+    }
+    exec_ok(c, "COMMIT");
+}
+
+static char *settle_state_of(tdb *db)
+{
+    return tdb_value(
+        db,
+        "SELECT concat_ws(' / ', "
+        "(SELECT string_agg(event_id || ':' || payment_id || ':' || attempt, ',' "
+        "  ORDER BY event_id) FROM inbox), "
+        "(SELECT string_agg(event_id || ':' || payment_id || ':' || account || ':' || side || ':' "
+        "  || amount_cents, ',' ORDER BY id) FROM ledger_entries), "
+        "(SELECT string_agg(payment_id || ':' || status || ':' || attempts || ':' "
+        "  || (settled_at IS NULL), ',' ORDER BY payment_id) FROM payments))",
+        NULL);
+}
+
+static void test_settle_same_as_row_by_row(void)
+{
+    tdb *a = tdb_create(true), *b = tdb_create(true);
+    PGconn *ca = a ? connect_to(tdb_url(a)) : NULL, *cb = b ? connect_to(tdb_url(b)) : NULL;
+    static char got[4096], want[4096];
+    int seen[5] = {0};
+
+    if (ca == NULL || cb == NULL)
+        goto out;
+    srand(20261201);
+    for (int batch = 0; batch < BATCHES; batch++) {
+        settle_item items[MAX_ITEMS];
+        int n = 1 + rand() % MAX_ITEMS, gen = batch / GENERATION;
+        bool twice = rand() % 4 == 0; /* may hold one event twice: the row-by-row path */
+        char *sa, *sb;
+
+        if (batch % GENERATION == 0 && !(seed_payments(ca, gen) && seed_payments(cb, gen)))
+            break;
+        for (int i = 0; i < n; i++)
+            random_settle_item(&items[i], gen,
+                               twice ? rand() % SETTLE_EVENTS
+                                     : (batch % GENERATION * MAX_ITEMS + i) % SETTLE_EVENTS);
+        qsort(items, (size_t)n, sizeof items[0], settle_by_payment_id); /* as the worker does */
+        settle_set_based(ca, items, n, got, sizeof got);
+        settle_row_by_row(cb, items, n, want, sizeof want);
+        tcheck_context("settle batch %d of %d items", batch, n);
+        if (!CHECK_STR(got, want))
+            break;
+        sa = settle_state_of(a);
+        sb = settle_state_of(b);
+        CHECK_STR(sa, sb);
+        free(sa);
+        free(sb);
+        seen[0] += strstr(got, "settled|1") != NULL;
+        seen[1] += strstr(got, "duplicate|0") != NULL;
+        seen[2] += strstr(got, "terminal|0") != NULL;
+        seen[3] += strstr(got, "unknown_payment|0") != NULL;
+        seen[4] += strcmp(got, "error") == 0;
+    }
+    tcheck_context_clear();
+    for (int i = 0; i < 5; i++)
+        if (!CHECK(seen[i] > 0))
+            printf("# settle outcome %d never happened\n", i);
+out:
+    PQfinish(ca);
+    PQfinish(cb);
+    tdb_drop(a);
+    tdb_drop(b);
+}
+
+int main(void)
+{
+    if (tdb_admin_url() == NULL)
+        return 77;
+    TRUN(test_accept_same_as_row_by_row);
+    TRUN(test_settle_same_as_row_by_row);
+    return tcheck_summary("batch_functions");
+}
