@@ -20,9 +20,9 @@
 #define WAIT_MS 30000
 #define LETTERS 5
 
-static tadm t;
+static te2e t;
 static tapi api;
-static tadm_prog relay, worker;
+static tprog relay, worker;
 static json_t *all; /* the drained letters by id, descending */
 
 static int by_id_desc(const void *a, const void *b)
@@ -221,7 +221,7 @@ static void get_one(void)
 
 int main(void)
 {
-    int rc = tadm_init(&t, "list_get");
+    int rc = te2e_init(&t, "list_get");
 
     if (rc == 0) {
         if (CHECK(tadm_all_start(&t, &relay, &worker, &api, NULL))) {
@@ -235,6 +235,6 @@ int main(void)
         FAIL("the fixture could not be set up");
     }
     json_decref(all);
-    tadm_cleanup(&t);
+    te2e_cleanup(&t);
     return rc == 77 ? 77 : tcheck_summary("test_admin_list_get");
 }

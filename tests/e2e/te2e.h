@@ -20,9 +20,11 @@ typedef struct te2e {
 
 /*
  * te2e_init - check the environment (GW_TEST_PG_URL, GW_STACK and the
- * binaries), create the database and the vhost. Returns 0 when ready, 77
- * when the environment is missing (meson: SKIP; a line says why), 1 on
- * failure (printed). te2e_cleanup() is safe after any result.
+ * binaries), create the database and the vhost "e2e-@name-PID" (a few tries
+ * each: a test that restarts the shared servers may be doing it right now).
+ * Returns 0 when ready, 77 when the environment is missing (meson: SKIP; a
+ * line says why), 1 on failure (printed). te2e_cleanup() is safe after any
+ * result.
  */
 int te2e_init(te2e *e, const char *name);
 void te2e_cleanup(te2e *e);
@@ -45,6 +47,13 @@ typedef struct tprog {
  */
 bool tprog_start(tprog *p, tprog_kind kind, const char *label, const te2e *e,
                  const char *const *extra);
+
+/*
+ * te2e_wait_ready - poll @base/readyz (any of the three programs) until it
+ * answers 200 while @p runs, 20 s at most. False (after printing the log
+ * tail) when @p exited or the deadline passed.
+ */
+bool te2e_wait_ready(tproc *p, const char *base, const char *label);
 
 /*
  * tprog_stop - SIGTERM and wait (12 s): checks the status is 0 and, with
@@ -114,15 +123,6 @@ bool te2e_publish_event(tmq *m, const char *event_id, const char *body);
  * messages that are none of them.
  */
 int *te2e_event_counts(const tmq_msg *msgs, size_t nmsgs, const char *prefix, int n);
-
-/*
- * te2e_stack - "$GW_STACK @verb @what" (stop/start broker/db); its exit status.
- * te2e_guard_start - a process outside our group that runs "$GW_STACK start
- * @what" if this test dies first; te2e_guard_done() dismisses it.
- */
-int te2e_stack(const char *verb, const char *what);
-pid_t te2e_guard_start(const char *what, int *done_fd);
-void te2e_guard_done(pid_t guard, int done_fd);
 
 /* te2e_elapsed_s - seconds since @t0_ms (tproc_now_ms()). */
 double te2e_elapsed_s(long long t0_ms);

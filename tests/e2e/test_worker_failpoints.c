@@ -33,17 +33,6 @@ static long long count_for(const char *table, const char *event_id)
     return tdb_long(e.db, sql, event_id, NULL);
 }
 
-/* Wait until @queue holds @want ready messages; the last depth. */
-static long wait_depth(const char *queue, long want, int timeout_ms)
-{
-    long long deadline = tproc_now_ms() + timeout_ms;
-    long d;
-
-    while ((d = tmq_depth(mq, queue)) != want && tproc_now_ms() < deadline)
-        tproc_sleep_ms(20);
-    return d;
-}
-
 /* Start a worker with @env, publish @event, and expect it to crash with 137. */
 static bool crash_on(const char *label, const char *const *env, const char *event,
                      const char *payment, const char *account)
@@ -86,7 +75,7 @@ static void after_commit(void)
                        "AND status = 'settled'",
                        NULL),
               1);
-    CHECK_INT(wait_depth("payments.settlement", 1, 5000), 1);
+    CHECK_INT(tmq_wait_depth(mq, "payments.settlement", 1, 5000), 1);
 
     if (!CHECK(tprog_start(&w, TPROG_WORKER, "failpoints-after_commit-restart", &e, NULL)))
         return;
@@ -95,7 +84,7 @@ static void after_commit(void)
     CHECK_INT(tprog_metric(&w, "paygw_worker_settled_total"), 0);
     CHECK_INT(count_for("inbox", "evt-fp-ac"), 1);
     CHECK_INT(count_for("ledger_entries", "evt-fp-ac"), 2);
-    CHECK_INT(wait_depth("payments.settlement", 0, 5000), 0);
+    CHECK_INT(tmq_wait_depth(mq, "payments.settlement", 0, 5000), 0);
     tprog_stop(&w, 10000);
     tcheck_context_clear();
 }
@@ -116,7 +105,7 @@ static void before_commit(void)
         e.db, "SELECT status || '/' || attempts FROM payments WHERE event_id = 'evt-fp-bc'", NULL);
     CHECK_STR(s, "published/0");
     free(s);
-    CHECK_INT(wait_depth("payments.settlement", 1, 5000), 1);
+    CHECK_INT(tmq_wait_depth(mq, "payments.settlement", 1, 5000), 1);
 
     if (!CHECK(tprog_start(&w, TPROG_WORKER, "failpoints-before_commit-restart", &e, NULL)))
         return;
@@ -128,7 +117,7 @@ static void before_commit(void)
         e.db, "SELECT status || '/' || attempts FROM payments WHERE event_id = 'evt-fp-bc'", NULL);
     CHECK_STR(s, "settled/1");
     free(s);
-    CHECK_INT(wait_depth("payments.settlement", 0, 5000), 0);
+    CHECK_INT(tmq_wait_depth(mq, "payments.settlement", 0, 5000), 0);
     tprog_stop(&w, 10000);
     tcheck_context_clear();
 }
@@ -176,8 +165,8 @@ static void after_retry_publish(void)
     CHECK_INT(te2e_wait_metric(&w, 1, "paygw_worker_duplicates_skipped_total", 1, SETTLE_MS), 1);
     printf("after_retry_publish: settled and the duplicate skipped %.2f s after the restart\n",
            te2e_elapsed_s(t0));
-    CHECK_INT(wait_depth("payments.settlement", 0, 5000), 0);
-    CHECK_INT(wait_depth("payments.retry.1000", 0, 5000), 0);
+    CHECK_INT(tmq_wait_depth(mq, "payments.settlement", 0, 5000), 0);
+    CHECK_INT(tmq_wait_depth(mq, "payments.retry.1000", 0, 5000), 0);
     CHECK_INT(tmq_depth(mq, "payments.retry.5000"), 0);
     CHECK_INT(tprog_metric(&w, "paygw_worker_settled_total"), 1);
     CHECK_INT(count_for("inbox", "evt-fp-rp"), 1);
