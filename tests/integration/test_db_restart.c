@@ -106,23 +106,17 @@ int main(void)
     pid_t pid, guard;
     int done_fd = -1;
     char *body;
+    int rc;
 
-    if (tdb_admin_url() == NULL) {
-        printf("SKIP: GW_TEST_PG_URL is not set\n");
-        return 77;
-    }
     if (tstack_bin() == NULL) {
         printf("SKIP: GW_STACK is not set (this test stops and starts the database)\n");
         return 77;
     }
-    if (tapi_bin() == NULL)
-        return 1;
-    thttp_global_init();
-    db = tdb_create(true);
-    if (!CHECK(db != NULL))
-        return tcheck_summary("test_db_restart");
+    rc = tapi_test_init(&db);
+    if (rc != 0)
+        return rc == 77 ? 77 : tcheck_summary("test_db_restart");
     if (!CHECK(tapi_start(&a, "dbrestart-api", tdb_url(db), NULL))) {
-        tdb_drop(db);
+        tapi_test_cleanup(db);
         return tcheck_summary("test_db_restart");
     }
     pid = tproc_pid(a.proc);
@@ -142,7 +136,6 @@ int main(void)
 
     check_recovers(&a, db, pid);
     tapi_stop(&a);
-    tdb_drop(db);
-    thttp_global_cleanup();
+    tapi_test_cleanup(db);
     return tcheck_summary("test_db_restart");
 }
