@@ -10,10 +10,12 @@
 #include "tests/support/thttp.h"
 #include "tests/support/tstack.h"
 
-#define READY_WAIT_MS  20000
-#define STOP_WAIT_MS   12000
-#define SETUP_TRIES    5
-#define SETUP_RETRY_MS 2000
+#define READY_WAIT_MS    20000
+#define STOP_WAIT_MS     12000
+#define SETUP_TRIES      5
+#define SETUP_RETRY_MS   2000
+#define PUBLISH_BATCH    500 /* publishes between two waits for their confirms */
+#define CONFIRMS_WAIT_MS 10000
 
 /* The body te2e_seed() writes in SQL and te2e_body() in C: byte for byte the same. */
 #define BODY_FMT                                                                                   \
@@ -298,7 +300,8 @@ bool te2e_insert_payment(tdb *db, const char *event_id, const char *payment_id, 
                     payment_id, event_id, a, bank, account, NULL);
 }
 
-bool te2e_publish_event(tmq *m, const char *event_id, const char *body)
+/* Event @event_id with @body as the relay publishes it. */
+static tmq_pub relay_pub(const char *event_id, const char *body)
 {
     tmq_pub p = {
         .exchange = "payments.events",
@@ -309,7 +312,35 @@ bool te2e_publish_event(tmq *m, const char *event_id, const char *body)
         .mandatory = true,
     };
 
+    return p;
+}
+
+bool te2e_publish_event(tmq *m, const char *event_id, const char *body)
+{
+    tmq_pub p = relay_pub(event_id, body);
+
     return tmq_publish(m, &p) == 1;
+}
+
+bool te2e_publish_events(tmq *m, const char *prefix, int n, int dup_every)
+{
+    bool ok = true;
+
+    for (int i = 1; i <= n && ok; i++) {
+        char id[64];
+        char *body = te2e_body(prefix, i);
+        tmq_pub p;
+
+        te2e_event_id(id, sizeof id, prefix, i);
+        p = relay_pub(id, body);
+        ok = tmq_publish_nowait(m, &p);
+        if (ok && dup_every > 0 && i % dup_every == 0)
+            ok = tmq_publish_nowait(m, &p); /* the duplicate, right behind */
+        free(body);
+        if (ok && i % PUBLISH_BATCH == 0)
+            ok = tmq_wait_confirms(m, CONFIRMS_WAIT_MS);
+    }
+    return ok && tmq_wait_confirms(m, CONFIRMS_WAIT_MS);
 }
 
 int *te2e_event_counts(const tmq_msg *msgs, size_t nmsgs, const char *prefix, int n)

@@ -118,6 +118,14 @@ char *te2e_payment_json(const char *event_id, const char *payment_id, long long 
 bool te2e_publish_event(tmq *m, const char *event_id, const char *body);
 
 /*
+ * te2e_publish_events - events 1..@n of @prefix (te2e_body()) published as
+ * te2e_publish_event() does, but many at a time: confirms are awaited every
+ * 500 publishes and at the end. With @dup_every > 0, every @dup_every-th event
+ * goes out a second time right behind itself. True when all were confirmed.
+ */
+bool te2e_publish_events(tmq *m, const char *prefix, int n, int dup_every);
+
+/*
  * te2e_event_counts - how many of @msgs carry message_id "<prefix>-e<i>", for
  * i in 1..@n: a new array (free()) of @n + 1 counts, [0] counting the
  * messages that are none of them.

@@ -23,29 +23,6 @@
 
 static te2e e;
 
-static bool publish_all(tmq *m)
-{
-    bool ok = true;
-
-    for (int i = 1; i <= EVENTS && ok; i++) {
-        char id[64];
-        char *body = te2e_body("ws", i);
-        tmq_pub p = {
-            .exchange = "payments.events",
-            .routing_key = "payment.pix.approved",
-            .body = body,
-            .message_id = id,
-            .attempt = 1,
-            .mandatory = true,
-        };
-
-        te2e_event_id(id, sizeof id, "ws", i);
-        ok = tmq_publish_nowait(m, &p);
-        free(body);
-    }
-    return ok && tmq_wait_confirms(m, 10000);
-}
-
 /* Settled payments as a bitmap over 1..EVENTS (from the inbox). */
 static unsigned char *settled_events(long long *count)
 {
@@ -140,7 +117,7 @@ static void run(void)
         return;
     }
     t0 = tproc_now_ms();
-    CHECK(publish_all(m));
+    CHECK(te2e_publish_events(m, "ws", EVENTS, 0));
     tmq_close(m);
 
     at = te2e_wait_long(e.db, "SELECT least(count(*), 300) FROM inbox", AT_SIGNAL, 30000, 5);
