@@ -93,7 +93,6 @@ static void before_commit(void)
 {
     const char *env[] = {"GATEWAY_FAILPOINTS=worker.before_commit=exit", NULL};
     tprog w = {0};
-    char *s;
 
     tcheck_context("worker.before_commit");
     if (!crash_on("failpoints-before_commit", env, "evt-fp-bc", "pay-fp-bc", "1234-5"))
@@ -101,10 +100,9 @@ static void before_commit(void)
     /* nothing committed */
     CHECK_INT(count_for("inbox", "evt-fp-bc"), 0);
     CHECK_INT(count_for("ledger_entries", "evt-fp-bc"), 0);
-    s = tdb_value(
-        e.db, "SELECT status || '/' || attempts FROM payments WHERE event_id = 'evt-fp-bc'", NULL);
-    CHECK_STR(s, "published/0");
-    free(s);
+    CHECK_SQL_STR(e.db,
+                  "SELECT status || '/' || attempts FROM payments WHERE event_id = 'evt-fp-bc'",
+                  "published/0");
     CHECK_INT(tmq_wait_depth(mq, "payments.settlement", 1, 5000), 1);
 
     if (!CHECK(tprog_start(&w, TPROG_WORKER, "failpoints-before_commit-restart", &e, NULL)))
@@ -113,10 +111,9 @@ static void before_commit(void)
     CHECK_INT(tprog_metric(&w, "paygw_worker_duplicates_skipped_total"), 0);
     CHECK_INT(count_for("inbox", "evt-fp-bc"), 1);
     CHECK_INT(count_for("ledger_entries", "evt-fp-bc"), 2);
-    s = tdb_value(
-        e.db, "SELECT status || '/' || attempts FROM payments WHERE event_id = 'evt-fp-bc'", NULL);
-    CHECK_STR(s, "settled/1");
-    free(s);
+    CHECK_SQL_STR(e.db,
+                  "SELECT status || '/' || attempts FROM payments WHERE event_id = 'evt-fp-bc'",
+                  "settled/1");
     CHECK_INT(tmq_wait_depth(mq, "payments.settlement", 0, 5000), 0);
     tprog_stop(&w, 10000);
     tcheck_context_clear();
@@ -129,16 +126,14 @@ static void after_retry_publish(void)
     const char *env2[] = {"BANK_SIM_RULES=001/7777-7:fail-first=1", NULL};
     tprog w = {0};
     long long t0;
-    char *s;
 
     tcheck_context("worker.after_retry_publish");
     if (!crash_on("failpoints-after_retry_publish", env, "evt-fp-rp", "pay-fp-rp", "7777-7"))
         return;
     /* the copy is in its delay queue (or already back), the original is back in the queue */
-    s = tdb_value(
-        e.db, "SELECT status || '/' || attempts FROM payments WHERE event_id = 'evt-fp-rp'", NULL);
-    CHECK_STR(s, "retrying/1");
-    free(s);
+    CHECK_SQL_STR(e.db,
+                  "SELECT status || '/' || attempts FROM payments WHERE event_id = 'evt-fp-rp'",
+                  "retrying/1");
     CHECK_INT(count_for("inbox", "evt-fp-rp"), 0);
     {
         long long deadline = tproc_now_ms() + 5000;
@@ -171,10 +166,9 @@ static void after_retry_publish(void)
     CHECK_INT(tprog_metric(&w, "paygw_worker_settled_total"), 1);
     CHECK_INT(count_for("inbox", "evt-fp-rp"), 1);
     CHECK_INT(count_for("ledger_entries", "evt-fp-rp"), 2);
-    s = tdb_value(
-        e.db, "SELECT status || '/' || attempts FROM payments WHERE event_id = 'evt-fp-rp'", NULL);
-    CHECK_STR(s, "settled/2");
-    free(s);
+    CHECK_SQL_STR(e.db,
+                  "SELECT status || '/' || attempts FROM payments WHERE event_id = 'evt-fp-rp'",
+                  "settled/2");
     CHECK_INT(tdb_long(e.db, "SELECT attempt FROM inbox WHERE event_id = 'evt-fp-rp'", NULL), 2);
     tprog_stop(&w, 10000);
     tcheck_context_clear();

@@ -46,19 +46,8 @@ static void check_rows_at(int line, const char *event_id, long long n)
 }
 #define check_rows(event_id, n) check_rows_at(__LINE__, (event_id), (n))
 
-/* The single value @sql returns equals @want (NULL: SQL NULL or no row). */
-static bool value_is_at(int line, const char *sql, const char *want)
-{
-    char *v = tdb_value(db, sql, NULL);
-    bool ok;
-
-    tcheck_context("line %d: %s", line, sql);
-    ok = CHECK_STR(v, want);
-    tcheck_context_clear();
-    free(v);
-    return ok;
-}
-#define value_is(sql, want) value_is_at(__LINE__, (sql), (want))
+/* The single value @sql returns on the test's database equals @want (NULL: SQL NULL or no row). */
+#define value_is(sql, want) CHECK_SQL_STR(db, (sql), (want))
 
 static long long total_payments(void)
 {
