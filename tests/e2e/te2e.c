@@ -365,6 +365,30 @@ int *te2e_event_counts(const tmq_msg *msgs, size_t nmsgs, const char *prefix, in
     return counts;
 }
 
+unsigned char *te2e_event_set(tdb *db, const char *sql, int n, long long *count)
+{
+    unsigned char *set = calloc((size_t)n + 1, 1);
+    char *ids;
+
+    if (set == NULL)
+        abort();
+    *count = 0;
+    ids = tdb_value(db, sql, NULL);
+    for (char *s = ids; s != NULL && *s != '\0';) {
+        long k = strtol(s, &s, 10);
+
+        if (k >= 1 && k <= n) {
+            set[k] = 1;
+            (*count)++;
+        }
+        if (*s != ',')
+            break;
+        s++;
+    }
+    free(ids);
+    return set;
+}
+
 double te2e_elapsed_s(long long t0_ms)
 {
     return (double)(tproc_now_ms() - t0_ms) / 1000.0;

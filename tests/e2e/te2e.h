@@ -132,6 +132,13 @@ bool te2e_publish_events(tmq *m, const char *prefix, int n, int dup_every);
  */
 int *te2e_event_counts(const tmq_msg *msgs, size_t nmsgs, const char *prefix, int n);
 
+/*
+ * te2e_event_set - the event numbers @sql (no parameters) returns as one text
+ * "3,1,7" (string_agg of the numbers in the ids), as a new array (free()) of
+ * @n + 1 flags: [i] is 1 when event i is in it. *@count: how many are.
+ */
+unsigned char *te2e_event_set(tdb *db, const char *sql, int n, long long *count);
+
 /* te2e_elapsed_s - seconds since @t0_ms (tproc_now_ms()). */
 double te2e_elapsed_s(long long t0_ms);
 

@@ -26,29 +26,10 @@ static te2e e;
 /* Settled payments as a bitmap over 1..EVENTS (from the inbox). */
 static unsigned char *settled_events(long long *count)
 {
-    unsigned char *done = calloc(EVENTS + 1, 1);
-    char *ids;
-
-    if (done == NULL)
-        abort();
-    *count = 0;
-    ids = tdb_value(e.db,
-                    "SELECT coalesce(string_agg(substr(event_id, 5), ','), '') FROM payments "
-                    "WHERE status = 'settled'",
-                    NULL);
-    for (char *s = ids; s != NULL && *s != '\0';) {
-        long k = strtol(s, &s, 10);
-
-        if (k >= 1 && k <= EVENTS) {
-            done[k] = 1;
-            (*count)++;
-        }
-        if (*s != ',')
-            break;
-        s++;
-    }
-    free(ids);
-    return done;
+    return te2e_event_set(e.db,
+                          "SELECT coalesce(string_agg(substr(event_id, 5), ','), '') FROM payments "
+                          "WHERE status = 'settled'",
+                          EVENTS, count);
 }
 
 static void check_after_stop(void)
