@@ -622,6 +622,20 @@ static void test_authentication(void)
     thttp_resp_free(&r);
 }
 
+/* @method @path answers 405 method-not-allowed with "Allow: @allow". */
+static void check_405_at(int line, const char *method, const char *path, const char *auth,
+                         const char *allow)
+{
+    thttp_resp r;
+
+    request_with(method, path, auth, &r);
+    tcheck_context("line %d: %s %s", line, method, path);
+    CHECK_PROBLEM(&r, 405, "method-not-allowed");
+    CHECK_STR(thttp_header(&r, "Allow"), allow);
+    tcheck_context_clear();
+    thttp_resp_free(&r);
+}
+
 static void test_not_found_and_method(void)
 {
     static const char api_auth[] = "Bearer " TAPI_TOKEN;
@@ -640,22 +654,10 @@ static void test_not_found_and_method(void)
     CHECK_PROBLEM(&r, 404, "not-found");
     thttp_resp_free(&r);
 
-    request_with("DELETE", "/v1/payments", api_auth, &r);
-    CHECK_PROBLEM(&r, 405, "method-not-allowed");
-    CHECK_STR(thttp_header(&r, "Allow"), "POST");
-    thttp_resp_free(&r);
-    request_with("GET", "/v1/payments", api_auth, &r);
-    CHECK_PROBLEM(&r, 405, "method-not-allowed");
-    CHECK_STR(thttp_header(&r, "Allow"), "POST");
-    thttp_resp_free(&r);
-    request_with("PUT", "/v1/payments/pay-1", api_auth, &r);
-    CHECK_PROBLEM(&r, 405, "method-not-allowed");
-    CHECK_STR(thttp_header(&r, "Allow"), "GET");
-    thttp_resp_free(&r);
-    request_with("POST", "/healthz", NULL, &r);
-    CHECK_PROBLEM(&r, 405, "method-not-allowed");
-    CHECK_STR(thttp_header(&r, "Allow"), "GET");
-    thttp_resp_free(&r);
+    check_405_at(__LINE__, "DELETE", "/v1/payments", api_auth, "POST");
+    check_405_at(__LINE__, "GET", "/v1/payments", api_auth, "POST");
+    check_405_at(__LINE__, "PUT", "/v1/payments/pay-1", api_auth, "GET");
+    check_405_at(__LINE__, "POST", "/healthz", NULL, "GET");
     CHECK_INT(total_payments(), (long long)accepted);
 }
 
