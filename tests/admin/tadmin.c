@@ -155,18 +155,23 @@ bool tadm_drain(const tapi *a, int max, thttp_resp *out)
     return ok;
 }
 
-json_t *tadm_letter_for(const json_t *letters, const char *event_id)
+json_t *tadm_find(const json_t *array, const char *key, const char *value)
 {
     size_t i;
-    json_t *l;
+    json_t *o;
 
-    json_array_foreach(letters, i, l)
+    json_array_foreach(array, i, o)
     {
-        const char *e = json_string_value(json_object_get(l, "event_id"));
-        if (e != NULL && strcmp(e, event_id) == 0)
-            return l;
+        const char *v = json_string_value(json_object_get(o, key));
+        if (v != NULL && strcmp(v, value) == 0)
+            return o;
     }
     return NULL;
+}
+
+json_t *tadm_letter_for(const json_t *letters, const char *event_id)
+{
+    return tadm_find(letters, "event_id", event_id);
 }
 
 long long tadm_id(const json_t *letter)

@@ -71,6 +71,9 @@ bool tadm_accept(const tapi *a, const char *event_id, const char *payment_id, co
 /* tadm_drain - POST /admin/dlq/drain?max=@max (0: no max) and CHECK 200 with a drain result. */
 bool tadm_drain(const tapi *a, int max, thttp_resp *out);
 
+/* tadm_find - the first object in @array whose string @key is @value (borrowed), NULL. */
+json_t *tadm_find(const json_t *array, const char *key, const char *value);
+
 /* tadm_letter_for - the member of array @letters whose event_id is @event_id (borrowed), NULL. */
 json_t *tadm_letter_for(const json_t *letters, const char *event_id);
 

@@ -53,16 +53,7 @@ static json_t *report(void)
 
 static json_t *check_of(const json_t *rep, const char *name)
 {
-    size_t i;
-    json_t *c;
-
-    json_array_foreach(json_object_get(rep, "checks"), i, c)
-    {
-        const char *n = json_string_value(json_object_get(c, "name"));
-        if (n != NULL && strcmp(n, name) == 0)
-            return c;
-    }
-    return NULL;
+    return tadm_find(json_object_get(rep, "checks"), "name", name);
 }
 
 /* by_status equals the database's GROUP BY, status for status. */
