@@ -70,6 +70,20 @@ int te2e_init(te2e *e, const char *name)
     return 0;
 }
 
+int te2e_main(const char *name, te2e *e, void (*run)(void))
+{
+    char summary[128];
+    int rc = te2e_init(e, name);
+
+    if (rc == 0)
+        run();
+    else if (rc != 77)
+        FAIL("the fixture could not be set up");
+    te2e_cleanup(e);
+    snprintf(summary, sizeof summary, "test_%s", name);
+    return rc == 77 ? 77 : tcheck_summary(summary);
+}
+
 void te2e_cleanup(te2e *e)
 {
     if (e->vhost[0] != '\0')

@@ -29,6 +29,13 @@ typedef struct te2e {
 int te2e_init(te2e *e, const char *name);
 void te2e_cleanup(te2e *e);
 
+/*
+ * te2e_main - the whole main() of a test with one run(): te2e_init(@e,
+ * @name), @run when ready, te2e_cleanup(); 77 when skipped, else the summary
+ * of "test_@name" (a fixture that could not be set up is a failure).
+ */
+int te2e_main(const char *name, te2e *e, void (*run)(void));
+
 /* The programs under test. */
 typedef enum tprog_kind { TPROG_RELAY, TPROG_WORKER } tprog_kind;
 

@@ -186,12 +186,5 @@ static void run(void)
 
 int main(void)
 {
-    int rc = te2e_init(&e, "relay_publish");
-
-    if (rc == 0)
-        run();
-    else if (rc != 77)
-        FAIL("the fixture could not be set up");
-    te2e_cleanup(&e);
-    return rc == 77 ? 77 : tcheck_summary("test_relay_publish");
+    return te2e_main("relay_publish", &e, run);
 }

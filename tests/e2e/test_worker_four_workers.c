@@ -104,12 +104,5 @@ stop:
 
 int main(void)
 {
-    int rc = te2e_init(&e, "worker_four_workers");
-
-    if (rc == 0)
-        run();
-    else if (rc != 77)
-        FAIL("the fixture could not be set up");
-    te2e_cleanup(&e);
-    return rc == 77 ? 77 : tcheck_summary("test_worker_four_workers");
+    return te2e_main("worker_four_workers", &e, run);
 }
