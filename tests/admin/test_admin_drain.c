@@ -335,21 +335,19 @@ static void drain_poison(void)
     free(b64_bin);
 }
 
-int main(void)
+static void run(void)
 {
     const char *worker_env[] = {"BANK_SIM_RULES=237/*:down", NULL};
-    int rc = te2e_init(&t, "drain");
 
-    if (rc == 0) {
-        if (CHECK(tadm_all_start(&t, &relay, &worker, &api, worker_env))) {
-            TRUN(auth_and_query_rules);
-            TRUN(drain_payments);
-            TRUN(drain_poison);
-        }
-        tadm_all_stop(&relay, &worker, &api);
-    } else if (rc != 77) {
-        FAIL("the fixture could not be set up");
+    if (CHECK(tadm_all_start(&t, &relay, &worker, &api, worker_env))) {
+        TRUN(auth_and_query_rules);
+        TRUN(drain_payments);
+        TRUN(drain_poison);
     }
-    te2e_cleanup(&t);
-    return rc == 77 ? 77 : tcheck_summary("test_admin_drain");
+    tadm_all_stop(&relay, &worker, &api);
+}
+
+int main(void)
+{
+    return te2e_main("admin_drain", &t, run);
 }

@@ -236,21 +236,19 @@ static void auth(void)
     thttp_resp_free(&r);
 }
 
-int main(void)
+static void run(void)
 {
     const char *worker_env[] = {"BANK_SIM_RULES=237/*:down", NULL};
-    int rc = te2e_init(&t, "reconciliation");
 
-    if (rc == 0) {
-        if (CHECK(tadm_all_start(&t, &relay, &worker, &api, worker_env))) {
-            TRUN(flow_then_all_ok);
-            TRUN(broken_invariants);
-            TRUN(auth);
-        }
-        tadm_all_stop(&relay, &worker, &api);
-    } else if (rc != 77) {
-        FAIL("the fixture could not be set up");
+    if (CHECK(tadm_all_start(&t, &relay, &worker, &api, worker_env))) {
+        TRUN(flow_then_all_ok);
+        TRUN(broken_invariants);
+        TRUN(auth);
     }
-    te2e_cleanup(&t);
-    return rc == 77 ? 77 : tcheck_summary("test_admin_reconciliation");
+    tadm_all_stop(&relay, &worker, &api);
+}
+
+int main(void)
+{
+    return te2e_main("admin_reconciliation", &t, run);
 }

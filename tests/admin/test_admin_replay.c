@@ -394,25 +394,23 @@ static void unknown_ids(void)
     thttp_resp_free(&r);
 }
 
-int main(void)
+static void run(void)
 {
     const char *worker_env[] = {"BANK_SIM_RULES=237/*:down", NULL};
-    int rc = te2e_init(&t, "replay");
 
-    if (rc == 0) {
-        if (CHECK(tadm_all_start(&t, &relay, &worker, &api, worker_env))) {
-            TRUN(make_letters);
-            TRUN(replay_when_the_cause_is_gone);
-            TRUN(replay_window);
-            TRUN(replay_twice_at_once_then_dead_again);
-            TRUN(replay_fails_again_within_a_second);
-            TRUN(replay_with_the_worker_running);
-            TRUN(unknown_ids);
-        }
-        tadm_all_stop(&relay, &worker, &api);
-    } else if (rc != 77) {
-        FAIL("the fixture could not be set up");
+    if (CHECK(tadm_all_start(&t, &relay, &worker, &api, worker_env))) {
+        TRUN(make_letters);
+        TRUN(replay_when_the_cause_is_gone);
+        TRUN(replay_window);
+        TRUN(replay_twice_at_once_then_dead_again);
+        TRUN(replay_fails_again_within_a_second);
+        TRUN(replay_with_the_worker_running);
+        TRUN(unknown_ids);
     }
-    te2e_cleanup(&t);
-    return rc == 77 ? 77 : tcheck_summary("test_admin_replay");
+    tadm_all_stop(&relay, &worker, &api);
+}
+
+int main(void)
+{
+    return te2e_main("admin_replay", &t, run);
 }
