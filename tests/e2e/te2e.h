@@ -1,4 +1,4 @@
-/* tests/e2e/te2e.h - the fixture of an end-to-end test: own database, own vhost, the programs */
+/* tests/e2e/te2e.h - the fixture of e2e, admin and fault tests: own database, vhost, programs */
 #ifndef TESTS_E2E_TE2E_H
 #define TESTS_E2E_TE2E_H
 

@@ -1,4 +1,4 @@
-/* tests/e2e/tmq.h - RabbitMQ for the tests: vhosts, confirmed publishes, basic.get, depths */
+/* tests/e2e/tmq.h - RabbitMQ for the tests: confirmed publishes, basic.get, depths, topology */
 #ifndef TESTS_E2E_TMQ_H
 #define TESTS_E2E_TMQ_H
 
