@@ -1,4 +1,4 @@
-/* tests/admin/tadmin.c - database + vhost per test, the three programs, admin calls, AMQP probes */
+/* tests/admin/tadmin.c - the admin tests' layer over te2e and tmq: the API, admin calls, checks */
 #include "tests/admin/tadmin.h"
 
 #include <errno.h>
@@ -12,237 +12,34 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <amqp.h>
-
-#include "shared/log.h"
-#include "shared/mq.h"
-
-#define READY_WAIT_MS   20000
-#define STOP_WAIT_MS    12000
-#define CONFIRM_WAIT_MS 5000
-
-static const char *stack_bin(void)
-{
-    const char *s = getenv("GW_STACK");
-
-    return (s != NULL && *s != '\0') ? s : NULL;
-}
-
-static const char *prog_bin(tadm_kind kind)
-{
-    const char *var = kind == TADM_RELAY ? "GW_RELAY_BIN" : "GW_WORKER_BIN";
-    const char *b = getenv(var);
-
-    if (b == NULL || *b == '\0') {
-        fprintf(stderr, "tadmin: %s is not set (meson sets it)\n", var);
-        return NULL;
-    }
-    return b;
-}
-
-/* "$GW_STACK vhost @name [--delete]"; its first stdout line into @out (may be NULL). */
-static int stack_vhost(const char *name, bool delete, char *out, size_t len)
-{
-    const char *stack = stack_bin();
-    size_t got = 0;
-    int fds[2], ws;
-    pid_t pid;
-
-    if (stack == NULL || pipe(fds) != 0)
-        return -1;
-    fflush(NULL);
-    pid = fork();
-    if (pid == 0) {
-        dup2(fds[1], 1);
-        close(fds[0]);
-        close(fds[1]);
-        if (delete)
-            execl(stack, stack, "vhost", name, "--delete", (char *)NULL);
-        else
-            execl(stack, stack, "vhost", name, (char *)NULL);
-        _exit(127);
-    }
-    close(fds[1]);
-    if (pid < 0) {
-        close(fds[0]);
-        return -1;
-    }
-    for (;;) {
-        char buf[256];
-        ssize_t r = read(fds[0], buf, sizeof buf);
-
-        if (r < 0 && errno == EINTR)
-            continue;
-        if (r <= 0)
-            break;
-        for (ssize_t i = 0; out != NULL && i < r && got + 1 < len; i++)
-            out[got++] = buf[i];
-    }
-    close(fds[0]);
-    if (out != NULL) {
-        out[got] = '\0';
-        out[strcspn(out, "\r\n")] = '\0';
-    }
-    while (waitpid(pid, &ws, 0) < 0) {
-        if (errno != EINTR)
-            return -1;
-    }
-    return WIFEXITED(ws) ? WEXITSTATUS(ws) : 128 + WTERMSIG(ws);
-}
-
-int tadm_init(tadm *t, const char *name)
-{
-    char url[512];
-    int rc = -1;
-
-    memset(t, 0, sizeof *t);
-    t->name = name;
-    log_init("tadmin", LOG_ERROR, LOG_FORMAT_TEXT); /* the probes' connects are not news */
-    if (tdb_admin_url() == NULL) {
-        printf("SKIP: GW_TEST_PG_URL is not set\n");
-        return 77;
-    }
-    if (stack_bin() == NULL) {
-        printf("SKIP: GW_STACK is not set (each test makes its own vhost with it)\n");
-        return 77;
-    }
-    if (prog_bin(TADM_RELAY) == NULL || prog_bin(TADM_WORKER) == NULL || tapi_bin() == NULL)
-        return 1;
-    thttp_global_init();
-    /* a few tries: another suite may be restarting the shared server right now */
-    for (int i = 0; i < 5 && t->db == NULL; i++) {
-        if (i > 0)
-            tproc_sleep_ms(2000);
-        t->db = tdb_create(true);
-    }
-    if (t->db == NULL)
-        return 1;
-    snprintf(t->vhost, sizeof t->vhost, "admin-%s-%d", name, (int)getpid());
-    for (int i = 0; i < 5; i++) {
-        if (i > 0)
-            tproc_sleep_ms(2000);
-        if ((rc = stack_vhost(t->vhost, false, url, sizeof url)) == 0)
-            break;
-    }
-    if (rc != 0 || strncmp(url, "amqp://", 7) != 0) {
-        fprintf(stderr, "tadmin: $GW_STACK vhost %s failed (status %d, output \"%s\")\n", t->vhost,
-                rc, url);
-        t->vhost[0] = '\0';
-        return 1;
-    }
-    t->amqp_url = strdup(url);
-    if (t->amqp_url == NULL)
-        abort();
-    snprintf(t->amqp_env, sizeof t->amqp_env, "AMQP_URL=%s", url);
-    fprintf(stderr, "tadmin: vhost %s: %s\n", t->vhost, url);
-    return 0;
-}
-
-void tadm_cleanup(tadm *t)
-{
-    if (t->vhost[0] != '\0' && stack_vhost(t->vhost, true, NULL, 0) != 0)
-        fprintf(stderr, "tadmin: could not delete vhost %s\n", t->vhost);
-    t->vhost[0] = '\0';
-    free(t->amqp_url);
-    t->amqp_url = NULL;
-    tdb_drop(t->db);
-    t->db = NULL;
-    thttp_global_cleanup();
-}
-
-/* ---------------------------------------------------------------- programs */
-
-/* Poll @base/readyz until 200 while @p runs; false at the deadline. */
-static bool wait_ready(tproc *p, const char *base, const char *label)
-{
-    long long deadline = tproc_now_ms() + READY_WAIT_MS;
-
-    for (;;) {
-        thttp_resp r;
-        long status;
-
-        thttp_get(base, "/readyz", NULL, &r);
-        status = r.status;
-        thttp_resp_free(&r);
-        if (status == 200)
-            return true;
-        if (!tproc_running(p) || tproc_now_ms() >= deadline) {
-            fprintf(stderr, "tadmin: %s not ready (last /readyz %ld)\n", label, status);
-            tproc_print_log_tail(p, 30);
-            return false;
-        }
-        tproc_sleep_ms(25);
-    }
-}
-
-bool tadm_prog_start(tadm_prog *p, tadm_kind kind, const char *label, const tadm *t,
+bool tadm_prog_start(tprog *p, tprog_kind kind, const char *label, const te2e *t,
                      const char *const *extra)
 {
-    const char *bin = prog_bin(kind);
     const char *env[64];
-    char db[1024];
     size_t n = 0;
 
-    memset(p, 0, sizeof *p);
-    if (bin == NULL)
-        return false;
-    for (const char *const *v = tapi_config_vars; *v != NULL; v++)
-        env[n++] = *v; /* "KEY": removed */
-    snprintf(db, sizeof db, "DATABASE_URL=%s", tdb_url(t->db));
-    env[n++] = db;
-    env[n++] = t->amqp_env;
-    env[n++] = "METRICS_LISTEN=127.0.0.1:0";
     env[n++] = TADM_DELAYS;
     for (const char *const *x = extra; x != NULL && *x != NULL && n < 63; x++)
         env[n++] = *x;
     env[n] = NULL;
-    p->proc = tproc_start(bin, env, label);
-    if (p->proc == NULL)
-        return false;
-    p->port = tproc_wait_listening(p->proc, READY_WAIT_MS);
-    if (p->port <= 0)
-        goto fail;
-    snprintf(p->url, sizeof p->url, "http://127.0.0.1:%d", p->port);
-    if (!wait_ready(p->proc, p->url, label))
-        goto fail;
-    p->failures_at_start = tcheck_failures();
-    return true;
-fail:
-    tproc_free(p->proc);
-    p->proc = NULL;
-    return false;
+    return tprog_start(p, kind, label, t, env);
 }
 
-int tadm_prog_stop(tadm_prog *p)
+bool tadm_api_start(tapi *a, const te2e *t, const char *label, const char *const *extra)
 {
-    int status;
-
-    if (p->proc == NULL)
-        return -1;
-    status = tproc_stop(p->proc, STOP_WAIT_MS);
-    tcheck_context("exit status of pid %d after SIGTERM", (int)tproc_pid(p->proc));
-    CHECK_INT(status, 0);
-    tcheck_context_clear();
-    if (tcheck_failures() > p->failures_at_start)
-        tproc_print_log_tail(p->proc, 40);
-    tproc_free(p->proc);
-    p->proc = NULL;
-    return status;
-}
-
-bool tadm_api_start(tapi *a, const tadm *t, const char *label, const char *const *extra)
-{
+    char amqp[600];
     const char *env[64];
     size_t n = 0;
 
-    env[n++] = t->amqp_env; /* after tapi_env()'s AMQP_URL: this one wins */
+    snprintf(amqp, sizeof amqp, "AMQP_URL=%s", t->amqp_url);
+    env[n++] = amqp; /* after tapi_env()'s AMQP_URL: this one wins */
     env[n++] = TADM_DELAYS;
     for (const char *const *x = extra; x != NULL && *x != NULL && n < 63; x++)
         env[n++] = *x;
     env[n] = NULL;
     if (!tapi_start(a, label, tdb_url(t->db), env))
         return false;
-    if (!wait_ready(a->proc, a->url, label)) {
+    if (!te2e_wait_ready(a->proc, a->url, label)) {
         tproc_free(a->proc);
         a->proc = NULL;
         return false;
@@ -251,7 +48,7 @@ bool tadm_api_start(tapi *a, const tadm *t, const char *label, const char *const
     return true;
 }
 
-bool tadm_all_start(const tadm *t, tadm_prog *relay, tadm_prog *worker, tapi *api,
+bool tadm_all_start(const te2e *t, tprog *relay, tprog *worker, tapi *api,
                     const char *const *worker_extra)
 {
     char label[128];
@@ -260,23 +57,23 @@ bool tadm_all_start(const tadm *t, tadm_prog *relay, tadm_prog *worker, tapi *ap
     memset(worker, 0, sizeof *worker);
     memset(api, 0, sizeof *api);
     snprintf(label, sizeof label, "%s-relay", t->name);
-    if (!tadm_prog_start(relay, TADM_RELAY, label, t, NULL))
+    if (!tadm_prog_start(relay, TPROG_RELAY, label, t, NULL))
         return false;
     snprintf(label, sizeof label, "%s-worker", t->name);
-    if (!tadm_prog_start(worker, TADM_WORKER, label, t, worker_extra))
+    if (!tadm_prog_start(worker, TPROG_WORKER, label, t, worker_extra))
         return false;
     snprintf(label, sizeof label, "%s-api", t->name);
     return tadm_api_start(api, t, label, NULL);
 }
 
-void tadm_all_stop(tadm_prog *relay, tadm_prog *worker, tapi *api)
+void tadm_all_stop(tprog *relay, tprog *worker, tapi *api)
 {
     if (api != NULL && api->proc != NULL)
         tapi_stop(api);
     if (worker != NULL)
-        tadm_prog_stop(worker);
+        tprog_stop(worker, 0);
     if (relay != NULL)
-        tadm_prog_stop(relay);
+        tprog_stop(relay, 0);
 }
 
 /* ---------------------------------------------------------------- HTTP */
@@ -358,18 +155,23 @@ bool tadm_drain(const tapi *a, int max, thttp_resp *out)
     return ok;
 }
 
-json_t *tadm_letter_for(const json_t *letters, const char *event_id)
+json_t *tadm_find(const json_t *array, const char *key, const char *value)
 {
     size_t i;
-    json_t *l;
+    json_t *o;
 
-    json_array_foreach(letters, i, l)
+    json_array_foreach(array, i, o)
     {
-        const char *e = json_string_value(json_object_get(l, "event_id"));
-        if (e != NULL && strcmp(e, event_id) == 0)
-            return l;
+        const char *v = json_string_value(json_object_get(o, key));
+        if (v != NULL && strcmp(v, value) == 0)
+            return o;
     }
     return NULL;
+}
+
+json_t *tadm_letter_for(const json_t *letters, const char *event_id)
+{
+    return tadm_find(letters, "event_id", event_id);
 }
 
 long long tadm_id(const json_t *letter)
@@ -442,19 +244,6 @@ const char *tadm_dump(const json_t *j)
 
 /* ---------------------------------------------------------------- PostgreSQL */
 
-long long tadm_wait_long(tdb *db, const char *sql, long long want, int timeout_ms)
-{
-    long long deadline = tproc_now_ms() + timeout_ms;
-    long long v;
-
-    for (;;) {
-        v = tdb_long(db, sql, NULL);
-        if (v == want || tproc_now_ms() >= deadline)
-            return v;
-        tproc_sleep_ms(25);
-    }
-}
-
 char *tadm_status(tdb *db, const char *payment_id)
 {
     return tdb_value(db, "SELECT status FROM payments WHERE payment_id = $1", payment_id, NULL);
@@ -462,105 +251,34 @@ char *tadm_status(tdb *db, const char *payment_id)
 
 /* ---------------------------------------------------------------- RabbitMQ */
 
-static long depth_of(const tadm *t, const char *queue, bool quiet)
+long tadm_depth(const te2e *t, const char *queue)
 {
-    amqp_queue_declare_ok_t *ok;
-    amqp_rpc_reply_t r;
-    mq_conn *c = NULL;
-    long depth = -1;
+    tmq *m = tmq_connect(t->amqp_url);
+    long depth = m != NULL ? tmq_depth(m, queue) : -1;
 
-    if (mq_open(t->amqp_url, "admin-test-probe", false, &c) != GW_OK) {
-        if (!quiet)
-            fprintf(stderr, "tadmin: cannot connect to %s\n", t->amqp_url);
-        return -1;
-    }
-    ok = amqp_queue_declare(mq_state(c), MQ_CHANNEL, mq_bytes(queue), 1 /* passive */, 0, 0, 0,
-                            amqp_empty_table);
-    r = amqp_get_rpc_reply(mq_state(c));
-    if (ok != NULL && r.reply_type == AMQP_RESPONSE_NORMAL)
-        depth = (long)ok->message_count;
-    else if (!quiet)
-        fprintf(stderr, "tadmin: queue.declare passive %s failed\n", queue);
-    mq_close(c);
+    tmq_close(m);
     return depth;
 }
 
-long tadm_depth(const tadm *t, const char *queue)
+long tadm_wait_depth(const te2e *t, const char *queue, long want, int timeout_ms)
 {
-    return depth_of(t, queue, false);
+    tmq *m = tmq_connect(t->amqp_url);
+    long depth = m != NULL ? tmq_wait_depth(m, queue, want, timeout_ms) : -1;
+
+    tmq_close(m);
+    return depth;
 }
 
-long tadm_wait_depth(const tadm *t, const char *queue, long want, int timeout_ms)
+bool tadm_publish(const te2e *t, const tmq_pub *p)
 {
-    long long deadline = tproc_now_ms() + timeout_ms;
-    long v;
+    tmq *m = tmq_connect(t->amqp_url);
+    int rc = m != NULL ? tmq_publish(m, p) : -1;
 
-    for (;;) {
-        v = depth_of(t, queue, true);
-        if (v == want)
-            return v;
-        if (tproc_now_ms() >= deadline)
-            return tadm_depth(t, queue); /* once more, saying why when it fails */
-        tproc_sleep_ms(50);
-    }
-}
-
-bool tadm_publish(const tadm *t, const tadm_raw *m)
-{
-    amqp_basic_properties_t p;
-    amqp_table_entry_t h[1];
-    amqp_bytes_t body = {m->len, (void *)m->body};
-    long long deadline;
-    mq_conn *c = NULL;
-    bool acked = false, returned = false;
-
-    if (mq_open(t->amqp_url, "admin-test-publisher", true, &c) != GW_OK) {
-        fprintf(stderr, "tadmin: cannot connect to %s\n", t->amqp_url);
-        return false;
-    }
-    memset(&p, 0, sizeof p);
-    p._flags = AMQP_BASIC_DELIVERY_MODE_FLAG;
-    p.delivery_mode = 2;
-    if (m->message_id != NULL) {
-        p._flags |= AMQP_BASIC_MESSAGE_ID_FLAG | AMQP_BASIC_CONTENT_TYPE_FLAG;
-        p.message_id = mq_bytes(m->message_id);
-        p.content_type = mq_bytes("application/json");
-    }
-    if (m->attempt > 0) {
-        h[0].key = mq_bytes("x-attempt");
-        h[0].value.kind = AMQP_FIELD_KIND_I64;
-        h[0].value.value.i64 = m->attempt;
-        p._flags |= AMQP_BASIC_HEADERS_FLAG;
-        p.headers.num_entries = 1;
-        p.headers.entries = h;
-    }
-    if (amqp_basic_publish(mq_state(c), MQ_CHANNEL, mq_bytes(m->exchange), mq_bytes(m->routing_key),
-                           1 /* mandatory */, 0, &p, body) != AMQP_STATUS_OK) {
-        fprintf(stderr, "tadmin: basic.publish failed\n");
-        mq_close(c);
-        return false;
-    }
-    deadline = tproc_now_ms() + CONFIRM_WAIT_MS;
-    while (!acked && tproc_now_ms() < deadline) {
-        mq_event ev;
-        gw_err err = mq_next_event(c, (int)(deadline - tproc_now_ms()) + 1, &ev);
-
-        if (err == GW_ERR_RETRY)
-            continue;
-        if (err != GW_OK)
-            break;
-        if (ev.kind == MQ_EV_RETURN)
-            returned = true;
-        else if (ev.kind == MQ_EV_ACK)
-            acked = true;
-        else if (ev.kind == MQ_EV_NACK)
-            break;
-    }
-    mq_close(c);
-    if (!acked || returned)
-        fprintf(stderr, "tadmin: publish to %s/%s: %s\n", m->exchange, m->routing_key,
-                returned ? "returned unroutable" : "not confirmed");
-    return acked && !returned;
+    tmq_close(m);
+    if (rc != 1)
+        fprintf(stderr, "tadmin: publish to %s/%s: %s\n", p->exchange, p->routing_key,
+                rc == 0 ? "returned unroutable" : "not confirmed");
+    return rc == 1;
 }
 
 /* ---------------------------------------------------------------- other programs */

@@ -22,9 +22,9 @@
 
 #define WAIT_MS 30000
 
-static tadm t;
+static te2e t;
 static tapi api;
-static tadm_prog relay, worker;
+static tprog relay, worker;
 
 static const char *jstr(const json_t *o, const char *key)
 {
@@ -192,8 +192,8 @@ static void drain_payments(void)
     if (!tadm_accept(&api, "evt-zero", "pay-zero", "pix", "approved", 0, "001", "1234-5", &zero) ||
         !tadm_accept(&api, "evt-down", "pay-down", "ted", "approved", 4321, "237", "5555-0", &down))
         goto out;
-    CHECK_INT(tadm_wait_long(t.db, "SELECT count(*) FROM payments WHERE status = 'dead_lettered'",
-                             2, WAIT_MS),
+    CHECK_INT(te2e_wait_long(t.db, "SELECT count(*) FROM payments WHERE status = 'dead_lettered'",
+                             2, WAIT_MS, 25),
               2);
     CHECK_INT(tadm_wait_depth(&t, TADM_DLQ, 2, WAIT_MS), 2);
     printf("both payments in the DLQ %.2f s after the accepts\n",
@@ -246,19 +246,24 @@ static void drain_poison(void)
 {
     static const char text[] = "this is not JSON {\"event_id\": \"poison-1\"";
     static const char binary[] = {'\0', '\x01', '\xff', 'b', 'i', 'n', '\n', '\0', '\x7f'};
-    tadm_raw via_worker = {
+    tmq_pub via_worker = {
         .exchange = TADM_EVENTS,
         .routing_key = "payment.pix.approved",
         .body = text,
         .len = sizeof text - 1,
         .message_id = "poison-1",
         .attempt = 1,
+        .mandatory = true,
+        .bare = true,
+        .content_type = "application/json",
     };
-    tadm_raw straight = {
+    tmq_pub straight = {
         .exchange = "",
         .routing_key = TADM_DLQ,
         .body = binary,
         .len = sizeof binary,
+        .mandatory = true,
+        .bare = true,
     };
     char *b64_text = tadm_base64(text, sizeof text - 1);
     char *b64_bin = tadm_base64(binary, sizeof binary);
@@ -330,21 +335,19 @@ static void drain_poison(void)
     free(b64_bin);
 }
 
-int main(void)
+static void run(void)
 {
     const char *worker_env[] = {"BANK_SIM_RULES=237/*:down", NULL};
-    int rc = tadm_init(&t, "drain");
 
-    if (rc == 0) {
-        if (CHECK(tadm_all_start(&t, &relay, &worker, &api, worker_env))) {
-            TRUN(auth_and_query_rules);
-            TRUN(drain_payments);
-            TRUN(drain_poison);
-        }
-        tadm_all_stop(&relay, &worker, &api);
-    } else if (rc != 77) {
-        FAIL("the fixture could not be set up");
+    if (CHECK(tadm_all_start(&t, &relay, &worker, &api, worker_env))) {
+        TRUN(auth_and_query_rules);
+        TRUN(drain_payments);
+        TRUN(drain_poison);
     }
-    tadm_cleanup(&t);
-    return rc == 77 ? 77 : tcheck_summary("test_admin_drain");
+    tadm_all_stop(&relay, &worker, &api);
+}
+
+int main(void)
+{
+    return te2e_main("admin_drain", &t, run);
 }

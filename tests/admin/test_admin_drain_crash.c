@@ -20,9 +20,9 @@
 
 #define WAIT_MS 30000
 
-static tadm t;
+static te2e t;
 static tapi api;
-static tadm_prog relay, worker;
+static tprog relay, worker;
 
 static void crash_then_drain_again(void)
 {
@@ -99,17 +99,14 @@ out:
     free(first_death);
 }
 
+static void run(void)
+{
+    if (CHECK(tadm_all_start(&t, &relay, &worker, &api, NULL)))
+        TRUN(crash_then_drain_again);
+    tadm_all_stop(&relay, &worker, &api);
+}
+
 int main(void)
 {
-    int rc = tadm_init(&t, "drain_crash");
-
-    if (rc == 0) {
-        if (CHECK(tadm_all_start(&t, &relay, &worker, &api, NULL)))
-            TRUN(crash_then_drain_again);
-        tadm_all_stop(&relay, &worker, &api);
-    } else if (rc != 77) {
-        FAIL("the fixture could not be set up");
-    }
-    tadm_cleanup(&t);
-    return rc == 77 ? 77 : tcheck_summary("test_admin_drain_crash");
+    return te2e_main("admin_drain_crash", &t, run);
 }

@@ -20,9 +20,9 @@
 #define WAIT_MS 30000
 #define LETTERS 5
 
-static tadm t;
+static te2e t;
 static tapi api;
-static tadm_prog relay, worker;
+static tprog relay, worker;
 static json_t *all; /* the drained letters by id, descending */
 
 static int by_id_desc(const void *a, const void *b)
@@ -219,22 +219,19 @@ static void get_one(void)
     thttp_resp_free(&r);
 }
 
+static void run(void)
+{
+    if (CHECK(tadm_all_start(&t, &relay, &worker, &api, NULL))) {
+        TRUN(make_letters);
+        TRUN(pages);
+        TRUN(bad_queries);
+        TRUN(get_one);
+    }
+    tadm_all_stop(&relay, &worker, &api);
+    json_decref(all);
+}
+
 int main(void)
 {
-    int rc = tadm_init(&t, "list_get");
-
-    if (rc == 0) {
-        if (CHECK(tadm_all_start(&t, &relay, &worker, &api, NULL))) {
-            TRUN(make_letters);
-            TRUN(pages);
-            TRUN(bad_queries);
-            TRUN(get_one);
-        }
-        tadm_all_stop(&relay, &worker, &api);
-    } else if (rc != 77) {
-        FAIL("the fixture could not be set up");
-    }
-    json_decref(all);
-    tadm_cleanup(&t);
-    return rc == 77 ? 77 : tcheck_summary("test_admin_list_get");
+    return te2e_main("admin_list_get", &t, run);
 }

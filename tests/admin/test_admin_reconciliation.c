@@ -23,9 +23,9 @@
 
 #define WAIT_MS 30000
 
-static tadm t;
+static te2e t;
 static tapi api;
-static tadm_prog relay, worker;
+static tprog relay, worker;
 
 static const char *const check_names[] = {
     "settled_payments_have_one_balanced_effect",
@@ -53,16 +53,7 @@ static json_t *report(void)
 
 static json_t *check_of(const json_t *rep, const char *name)
 {
-    size_t i;
-    json_t *c;
-
-    json_array_foreach(json_object_get(rep, "checks"), i, c)
-    {
-        const char *n = json_string_value(json_object_get(c, "name"));
-        if (n != NULL && strcmp(n, name) == 0)
-            return c;
-    }
-    return NULL;
+    return tadm_find(json_object_get(rep, "checks"), "name", name);
 }
 
 /* by_status equals the database's GROUP BY, status for status. */
@@ -138,14 +129,14 @@ static void flow_then_all_ok(void)
         !tadm_accept(&api, "evt-z", "pay-z", "pix", "approved", 0, "001", "1234-5", NULL) ||
         !tadm_accept(&api, "evt-d", "pay-d", "ted", "approved", 9900, "237", "5555-0", NULL))
         return;
-    CHECK_INT(
-        tadm_wait_long(t.db, "SELECT count(*) FROM payments WHERE status = 'settled'", 3, WAIT_MS),
-        3);
-    CHECK_INT(tadm_wait_long(t.db, "SELECT count(*) FROM payments WHERE status = 'unroutable'", 2,
-                             WAIT_MS),
+    CHECK_INT(te2e_wait_long(t.db, "SELECT count(*) FROM payments WHERE status = 'settled'", 3,
+                             WAIT_MS, 25),
+              3);
+    CHECK_INT(te2e_wait_long(t.db, "SELECT count(*) FROM payments WHERE status = 'unroutable'", 2,
+                             WAIT_MS, 25),
               2);
-    CHECK_INT(tadm_wait_long(t.db, "SELECT count(*) FROM payments WHERE status = 'dead_lettered'",
-                             2, WAIT_MS),
+    CHECK_INT(te2e_wait_long(t.db, "SELECT count(*) FROM payments WHERE status = 'dead_lettered'",
+                             2, WAIT_MS, 25),
               2);
 
     rep = report();
@@ -177,8 +168,8 @@ static void broken_invariants(void)
     json_t *rep;
 
     /* the relay and the worker stay out of the way of the hand-made rows */
-    tadm_prog_stop(&relay);
-    tadm_prog_stop(&worker);
+    tprog_stop(&relay, 0);
+    tprog_stop(&worker, 0);
     CHECK(tdb_exec(t.db,
                    "DELETE FROM ledger_entries WHERE id = (SELECT min(id) FROM ledger_entries "
                    "WHERE payment_id = 'pay-s1')",
@@ -245,21 +236,19 @@ static void auth(void)
     thttp_resp_free(&r);
 }
 
-int main(void)
+static void run(void)
 {
     const char *worker_env[] = {"BANK_SIM_RULES=237/*:down", NULL};
-    int rc = tadm_init(&t, "reconciliation");
 
-    if (rc == 0) {
-        if (CHECK(tadm_all_start(&t, &relay, &worker, &api, worker_env))) {
-            TRUN(flow_then_all_ok);
-            TRUN(broken_invariants);
-            TRUN(auth);
-        }
-        tadm_all_stop(&relay, &worker, &api);
-    } else if (rc != 77) {
-        FAIL("the fixture could not be set up");
+    if (CHECK(tadm_all_start(&t, &relay, &worker, &api, worker_env))) {
+        TRUN(flow_then_all_ok);
+        TRUN(broken_invariants);
+        TRUN(auth);
     }
-    tadm_cleanup(&t);
-    return rc == 77 ? 77 : tcheck_summary("test_admin_reconciliation");
+    tadm_all_stop(&relay, &worker, &api);
+}
+
+int main(void)
+{
+    return te2e_main("admin_reconciliation", &t, run);
 }

@@ -34,9 +34,9 @@
 
 #define WAIT_MS 30000
 
-static tadm t;
+static te2e t;
 static tapi api;
-static tadm_prog relay, worker;
+static tprog relay, worker;
 static long long id_down, id_zero1, id_zero2, id_zero3, id_race;
 
 static const char *jstr(const json_t *o, const char *key)
@@ -119,7 +119,7 @@ static void replay_when_the_cause_is_gone(void)
     if (!CHECK(id_down > 0))
         return;
     /* the bank is back: the worker that had the rule goes, none runs during the replay */
-    tadm_prog_stop(&worker);
+    tprog_stop(&worker, 0);
     replay(id_down, &r);
     check_202(&r, id_down, "evt-down");
     thttp_resp_free(&r);
@@ -128,12 +128,12 @@ static void replay_when_the_cause_is_gone(void)
     free(s);
     CHECK_INT(tadm_wait_depth(&t, TADM_SETTLEMENT, 1, 5000), 1);
 
-    if (!CHECK(tadm_prog_start(&worker, TADM_WORKER, "replay-worker-2", &t, NULL)))
+    if (!CHECK(tadm_prog_start(&worker, TPROG_WORKER, "replay-worker-2", &t, NULL)))
         return;
-    CHECK_INT(tadm_wait_long(t.db,
+    CHECK_INT(te2e_wait_long(t.db,
                              "SELECT count(*) FROM payments WHERE payment_id = 'pay-down' "
                              "AND status = 'settled'",
-                             1, WAIT_MS),
+                             1, WAIT_MS, 25),
               1);
     /* exactly one balanced effect, from the replayed delivery */
     CHECK_INT(sql_long("SELECT count(*) FROM ledger_entries WHERE event_id = $1", "evt-down"), 2);
@@ -253,10 +253,10 @@ static void replay_twice_at_once_then_dead_again(void)
                        "AND replayed_at IS NOT NULL",
                        "evt-zero1"),
               1);
-    CHECK_INT(tadm_wait_long(t.db,
+    CHECK_INT(te2e_wait_long(t.db,
                              "SELECT count(*) FROM payments WHERE payment_id = 'pay-zero1' "
                              "AND status = 'dead_lettered'",
-                             1, 5000),
+                             1, 5000, 25),
               1);
 }
 
@@ -335,27 +335,27 @@ static void replay_with_the_worker_running(void)
     free(s);
 
     /* a payment whose bank is back: a fresh one dead-lettered by a worker with the rule */
-    tadm_prog_stop(&worker);
-    if (!CHECK(tadm_prog_start(&worker, TADM_WORKER, "replay-worker-3", &t,
+    tprog_stop(&worker, 0);
+    if (!CHECK(tadm_prog_start(&worker, TPROG_WORKER, "replay-worker-3", &t,
                                (const char *const[]){"BANK_SIM_RULES=341/*:permanent", NULL})) ||
         !tadm_accept(&api, "evt-race", "pay-race", "pix", "approved", 700, "341", "77-7", NULL))
         return;
     CHECK_INT(tadm_wait_depth(&t, TADM_DLQ, 2, WAIT_MS), 2);
-    tadm_prog_stop(&worker);
+    tprog_stop(&worker, 0);
     if (tadm_drain(&api, 10, &r))
         id_race = tadm_id(tadm_letter_for(json_object_get(r.json, "messages"), "evt-race"));
     thttp_resp_free(&r);
     if (!CHECK(id_race > 0) ||
-        !CHECK(tadm_prog_start(&worker, TADM_WORKER, "replay-worker-4", &t, NULL)))
+        !CHECK(tadm_prog_start(&worker, TPROG_WORKER, "replay-worker-4", &t, NULL)))
         return;
     replay(id_race, &r);
     check_202(&r, id_race, "evt-race");
     thttp_resp_free(&r);
     tcheck_context("pay-race replayed while the worker runs (the bank is back)");
-    CHECK_INT(tadm_wait_long(t.db,
+    CHECK_INT(te2e_wait_long(t.db,
                              "SELECT count(*) FROM payments WHERE payment_id = 'pay-race' "
                              "AND status = 'settled'",
-                             1, 10000),
+                             1, 10000, 25),
               1);
     CHECK_INT(sql_long("SELECT count(*) FROM ledger_entries WHERE event_id = $1", "evt-race"), 2);
     tcheck_context_clear();
@@ -394,25 +394,23 @@ static void unknown_ids(void)
     thttp_resp_free(&r);
 }
 
-int main(void)
+static void run(void)
 {
     const char *worker_env[] = {"BANK_SIM_RULES=237/*:down", NULL};
-    int rc = tadm_init(&t, "replay");
 
-    if (rc == 0) {
-        if (CHECK(tadm_all_start(&t, &relay, &worker, &api, worker_env))) {
-            TRUN(make_letters);
-            TRUN(replay_when_the_cause_is_gone);
-            TRUN(replay_window);
-            TRUN(replay_twice_at_once_then_dead_again);
-            TRUN(replay_fails_again_within_a_second);
-            TRUN(replay_with_the_worker_running);
-            TRUN(unknown_ids);
-        }
-        tadm_all_stop(&relay, &worker, &api);
-    } else if (rc != 77) {
-        FAIL("the fixture could not be set up");
+    if (CHECK(tadm_all_start(&t, &relay, &worker, &api, worker_env))) {
+        TRUN(make_letters);
+        TRUN(replay_when_the_cause_is_gone);
+        TRUN(replay_window);
+        TRUN(replay_twice_at_once_then_dead_again);
+        TRUN(replay_fails_again_within_a_second);
+        TRUN(replay_with_the_worker_running);
+        TRUN(unknown_ids);
     }
-    tadm_cleanup(&t);
-    return rc == 77 ? 77 : tcheck_summary("test_admin_replay");
+    tadm_all_stop(&relay, &worker, &api);
+}
+
+int main(void)
+{
+    return te2e_main("admin_replay", &t, run);
 }

@@ -281,9 +281,9 @@ static void examples(void)
 
 /* ---------------------------------------------------------------- (b) live answers */
 
-static tadm t;
+static te2e t;
 static tapi api;
-static tadm_prog relay, worker;
+static tprog relay, worker;
 static int live; /* live answers checked */
 
 /*
@@ -389,7 +389,12 @@ static void live_answers(void)
     char *changed =
         tadm_payment_json("evt-ok", "pay-ok", "pix", "approved", 15001, "001", "1234-5");
     static const char poison[] = "\x01not json\xff";
-    tadm_raw raw = {.exchange = "", .routing_key = TADM_DLQ, .body = poison, .len = sizeof poison};
+    tmq_pub raw = {.exchange = "",
+                   .routing_key = TADM_DLQ,
+                   .body = poison,
+                   .len = sizeof poison,
+                   .mandatory = true,
+                   .bare = true};
     json_t *j = NULL;
     char path[96];
     long long id_json = -1, id_b64 = -1;
@@ -406,11 +411,11 @@ static void live_answers(void)
     post_payment(other, NULL, 409);   /* payment-already-decided */
     post_payment("{\"event_id\":", NULL, 400);
     post_payment(ok, (const char *const[]){"Content-Type: text/plain", NULL}, 415);
-    CHECK_INT(
-        tadm_wait_long(t.db, "SELECT count(*) FROM payments WHERE status = 'settled'", 1, WAIT_MS),
-        1);
-    CHECK_INT(tadm_wait_long(t.db, "SELECT count(*) FROM payments WHERE status = 'unroutable'", 1,
-                             WAIT_MS),
+    CHECK_INT(te2e_wait_long(t.db, "SELECT count(*) FROM payments WHERE status = 'settled'", 1,
+                             WAIT_MS, 25),
+              1);
+    CHECK_INT(te2e_wait_long(t.db, "SELECT count(*) FROM payments WHERE status = 'unroutable'", 1,
+                             WAIT_MS, 25),
               1);
     CHECK_INT(tadm_wait_depth(&t, TADM_DLQ, 1, WAIT_MS), 1);
     json_decref(call("GET", "/v1/payments/{payment_id}", "/v1/payments/pay-ok", TAPI_TOKEN, 200));
@@ -480,7 +485,7 @@ int main(void)
     if (load_doc()) {
         TRUN(controls);
         TRUN(examples);
-        rc = tadm_init(&t, "openapi");
+        rc = te2e_init(&t, "openapi");
         if (rc == 0)
             TRUN(live_answers);
         else if (rc != 77)
@@ -488,7 +493,7 @@ int main(void)
         else
             printf("SKIP: part (b) against a running API (GW_TEST_PG_URL and GW_STACK unset); "
                    "the document's own checks ran\n");
-        tadm_cleanup(&t);
+        te2e_cleanup(&t);
     }
     json_decref(doc);
     if (!lint_ran && checked == 0 && tcheck_failures() == 0)

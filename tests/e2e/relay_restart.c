@@ -9,6 +9,7 @@
 #include "tests/e2e/tmq.h"
 #include "tests/support/tcheck.h"
 #include "tests/support/thttp.h"
+#include "tests/support/tstack.h"
 
 #define ROWS        5000 /* several batches of 1,024: the outage lands mid-drain */
 #define BEFORE_STOP 500
@@ -42,13 +43,13 @@ static void run(te2e *e, const char *what)
            tdb_long(e->db, "SELECT count(*) FROM outbox WHERE state = 'published'", NULL),
            te2e_elapsed_s(t0), what);
 
-    guard = te2e_guard_start(what, &done_fd);
+    guard = tstack_guard_start(what, &done_fd);
     CHECK(guard > 0);
-    CHECK_INT(te2e_stack("stop", what), 0);
+    CHECK_INT(tstack_run("stop", what), 0);
     tproc_sleep_ms(1000); /* the relay meets the outage: its next batch fails */
     CHECK(tproc_running(relay.proc));
-    CHECK_INT(te2e_stack("start", what), 0); /* always, whatever failed above */
-    te2e_guard_done(guard, done_fd);
+    CHECK_INT(tstack_run("start", what), 0); /* always, whatever failed above */
+    tstack_guard_done(guard, done_fd);
     t_back = tproc_now_ms();
 
     n = te2e_wait_long(e->db, "SELECT count(*) FROM outbox WHERE state = 'published'", ROWS,

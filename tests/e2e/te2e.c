@@ -1,32 +1,26 @@
 /* tests/e2e/te2e.c - database + vhost per test, the relay and the worker as child processes */
 #include "tests/e2e/te2e.h"
 
-#include <errno.h>
-#include <fcntl.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include "tests/support/tapi.h"
 #include "tests/support/thttp.h"
+#include "tests/support/tstack.h"
 
-#define READY_WAIT_MS 20000
-#define STOP_WAIT_MS  12000
+#define READY_WAIT_MS    20000
+#define STOP_WAIT_MS     12000
+#define SETUP_TRIES      5
+#define SETUP_RETRY_MS   2000
+#define PUBLISH_BATCH    500 /* publishes between two waits for their confirms */
+#define CONFIRMS_WAIT_MS 10000
 
 /* The body te2e_seed() writes in SQL and te2e_body() in C: byte for byte the same. */
 #define BODY_FMT                                                                                   \
     "{\"event_id\":\"%s\",\"payment_id\":\"%s\",\"method\":\"pix\",\"decision\":\"approved\","     \
     "\"amount_cents\":%lld,\"currency\":\"BRL\",\"payee\":{\"bank\":\"%s\",\"account\":\"%s\"}}"
-
-static const char *stack_bin(void)
-{
-    const char *s = getenv("GW_STACK");
-
-    return (s != NULL && *s != '\0') ? s : NULL;
-}
 
 static const char *prog_bin(tprog_kind kind)
 {
@@ -48,18 +42,27 @@ int te2e_init(te2e *e, const char *name)
         printf("SKIP: GW_TEST_PG_URL is not set\n");
         return 77;
     }
-    if (stack_bin() == NULL) {
+    if (tstack_bin() == NULL) {
         printf("SKIP: GW_STACK is not set (each test makes its own vhost with it)\n");
         return 77;
     }
     if (prog_bin(TPROG_RELAY) == NULL || prog_bin(TPROG_WORKER) == NULL || tapi_bin() == NULL)
         return 1;
     thttp_global_init();
-    e->db = tdb_create(true);
+    /* a few tries: a test that restarts the shared servers may be doing it right now */
+    for (int i = 0; i < SETUP_TRIES && e->db == NULL; i++) {
+        if (i > 0)
+            tproc_sleep_ms(SETUP_RETRY_MS);
+        e->db = tdb_create(true);
+    }
     if (e->db == NULL)
         return 1;
     snprintf(e->vhost, sizeof e->vhost, "e2e-%s-%d", name, (int)getpid());
-    e->amqp_url = tmq_vhost_create(e->vhost);
+    for (int i = 0; i < SETUP_TRIES && e->amqp_url == NULL; i++) {
+        if (i > 0)
+            tproc_sleep_ms(SETUP_RETRY_MS);
+        e->amqp_url = tstack_vhost_create(e->vhost);
+    }
     if (e->amqp_url == NULL) {
         e->vhost[0] = '\0';
         return 1;
@@ -67,15 +70,30 @@ int te2e_init(te2e *e, const char *name)
     return 0;
 }
 
+int te2e_main(const char *name, te2e *e, void (*run)(void))
+{
+    char summary[128];
+    int rc = te2e_init(e, name);
+
+    if (rc == 0)
+        run();
+    else if (rc != 77)
+        FAIL("the fixture could not be set up");
+    te2e_cleanup(e);
+    snprintf(summary, sizeof summary, "test_%s", name);
+    return rc == 77 ? 77 : tcheck_summary(summary);
+}
+
 void te2e_cleanup(te2e *e)
 {
     if (e->vhost[0] != '\0')
-        tmq_vhost_delete(e->vhost);
+        tstack_vhost_delete(e->vhost);
     e->vhost[0] = '\0';
     free(e->amqp_url);
     e->amqp_url = NULL;
     tdb_drop(e->db);
     e->db = NULL;
+    thttp_global_cleanup();
 }
 
 static bool spawn(tprog *p, tprog_kind kind, const char *label, const te2e *e,
@@ -104,32 +122,39 @@ static bool spawn(tprog *p, tprog_kind kind, const char *label, const te2e *e,
     return p->proc != NULL;
 }
 
+bool te2e_wait_ready(tproc *p, const char *base, const char *label)
+{
+    long long deadline = tproc_now_ms() + READY_WAIT_MS;
+
+    for (;;) {
+        thttp_resp r;
+        long status;
+
+        thttp_get(base, "/readyz", NULL, &r);
+        status = r.status;
+        thttp_resp_free(&r);
+        if (status == 200)
+            return true;
+        if (!tproc_running(p) || tproc_now_ms() >= deadline) {
+            fprintf(stderr, "te2e: %s not ready (last /readyz %ld)\n", label, status);
+            tproc_print_log_tail(p, 30);
+            return false;
+        }
+        tproc_sleep_ms(25);
+    }
+}
+
 bool tprog_start(tprog *p, tprog_kind kind, const char *label, const te2e *e,
                  const char *const *extra)
 {
-    long long deadline = tproc_now_ms() + READY_WAIT_MS;
-    thttp_resp r;
-
     if (!spawn(p, kind, label, e, extra))
         return false;
     p->port = tproc_wait_listening(p->proc, READY_WAIT_MS);
     if (p->port <= 0)
         goto fail;
     snprintf(p->url, sizeof p->url, "http://127.0.0.1:%d", p->port);
-    for (;;) {
-        thttp_get(p->url, "/readyz", NULL, &r);
-        long status = r.status;
-
-        thttp_resp_free(&r);
-        if (status == 200)
-            break;
-        if (!tproc_running(p->proc) || tproc_now_ms() >= deadline) {
-            fprintf(stderr, "te2e: %s not ready (last /readyz %ld)\n", label, status);
-            tproc_print_log_tail(p->proc, 30);
-            goto fail;
-        }
-        tproc_sleep_ms(25);
-    }
+    if (!te2e_wait_ready(p->proc, p->url, label))
+        goto fail;
     p->failures_at_start = tcheck_failures();
     return true;
 fail:
@@ -148,7 +173,9 @@ int tprog_stop(tprog *p, int within_ms)
         return -1;
     status = tproc_stop(p->proc, STOP_WAIT_MS);
     took = tproc_now_ms() - t0;
+    tcheck_context("exit status of pid %d after SIGTERM", (int)tproc_pid(p->proc));
     CHECK_INT(status, 0);
+    tcheck_context_clear();
     if (within_ms > 0 && took > within_ms)
         FAIL("pid %d took %lld ms to stop after SIGTERM (want <= %d)", (int)tproc_pid(p->proc),
              took, within_ms);
@@ -287,7 +314,8 @@ bool te2e_insert_payment(tdb *db, const char *event_id, const char *payment_id, 
                     payment_id, event_id, a, bank, account, NULL);
 }
 
-bool te2e_publish_event(tmq *m, const char *event_id, const char *body)
+/* Event @event_id with @body as the relay publishes it. */
+static tmq_pub relay_pub(const char *event_id, const char *body)
 {
     tmq_pub p = {
         .exchange = "payments.events",
@@ -298,7 +326,35 @@ bool te2e_publish_event(tmq *m, const char *event_id, const char *body)
         .mandatory = true,
     };
 
+    return p;
+}
+
+bool te2e_publish_event(tmq *m, const char *event_id, const char *body)
+{
+    tmq_pub p = relay_pub(event_id, body);
+
     return tmq_publish(m, &p) == 1;
+}
+
+bool te2e_publish_events(tmq *m, const char *prefix, int n, int dup_every)
+{
+    bool ok = true;
+
+    for (int i = 1; i <= n && ok; i++) {
+        char id[64];
+        char *body = te2e_body(prefix, i);
+        tmq_pub p;
+
+        te2e_event_id(id, sizeof id, prefix, i);
+        p = relay_pub(id, body);
+        ok = tmq_publish_nowait(m, &p);
+        if (ok && dup_every > 0 && i % dup_every == 0)
+            ok = tmq_publish_nowait(m, &p); /* the duplicate, right behind */
+        free(body);
+        if (ok && i % PUBLISH_BATCH == 0)
+            ok = tmq_wait_confirms(m, CONFIRMS_WAIT_MS);
+    }
+    return ok && tmq_wait_confirms(m, CONFIRMS_WAIT_MS);
 }
 
 int *te2e_event_counts(const tmq_msg *msgs, size_t nmsgs, const char *prefix, int n)
@@ -323,76 +379,28 @@ int *te2e_event_counts(const tmq_msg *msgs, size_t nmsgs, const char *prefix, in
     return counts;
 }
 
-int te2e_stack(const char *verb, const char *what)
+unsigned char *te2e_event_set(tdb *db, const char *sql, int n, long long *count)
 {
-    const char *stack = stack_bin();
-    long long t0 = tproc_now_ms();
-    pid_t pid;
-    int ws;
+    unsigned char *set = calloc((size_t)n + 1, 1);
+    char *ids;
 
-    if (stack == NULL)
-        return -1;
-    fprintf(stderr, "te2e: running %s %s %s\n", stack, verb, what);
-    fflush(NULL);
-    pid = fork();
-    if (pid == 0) {
-        dup2(2, 1);
-        execl(stack, stack, verb, what, (char *)NULL);
-        _exit(127);
+    if (set == NULL)
+        abort();
+    *count = 0;
+    ids = tdb_value(db, sql, NULL);
+    for (char *s = ids; s != NULL && *s != '\0';) {
+        long k = strtol(s, &s, 10);
+
+        if (k >= 1 && k <= n) {
+            set[k] = 1;
+            (*count)++;
+        }
+        if (*s != ',')
+            break;
+        s++;
     }
-    if (pid < 0)
-        return -1;
-    while (waitpid(pid, &ws, 0) < 0) {
-        if (errno != EINTR)
-            return -1;
-    }
-    fprintf(stderr, "te2e: %s %s: %lld ms\n", verb, what, tproc_now_ms() - t0);
-    return WIFEXITED(ws) ? WEXITSTATUS(ws) : 128 + WTERMSIG(ws);
-}
-
-pid_t te2e_guard_start(const char *what, int *done_fd)
-{
-    int fds[2];
-    pid_t pid;
-
-    *done_fd = -1;
-    if (stack_bin() == NULL || pipe2(fds, O_CLOEXEC) != 0)
-        return -1;
-    fflush(NULL);
-    pid = fork();
-    if (pid == 0) {
-        char c;
-        ssize_t n;
-
-        setsid(); /* out of the test's process group: meson's timeout kill must not reach us */
-        signal(SIGTERM, SIG_IGN);
-        signal(SIGINT, SIG_IGN);
-        close(fds[1]);
-        do
-            n = read(fds[0], &c, 1);
-        while (n < 0 && errno == EINTR);
-        if (n == 1)
-            _exit(0); /* the test restarted it itself */
-        execl(stack_bin(), stack_bin(), "start", what, (char *)NULL);
-        _exit(127);
-    }
-    close(fds[0]);
-    if (pid < 0) {
-        close(fds[1]);
-        return -1;
-    }
-    *done_fd = fds[1];
-    return pid;
-}
-
-void te2e_guard_done(pid_t guard, int done_fd)
-{
-    if (guard <= 0)
-        return;
-    if (write(done_fd, "x", 1) != 1)
-        fprintf(stderr, "te2e: guard: write failed: %s\n", strerror(errno));
-    close(done_fd);
-    waitpid(guard, NULL, 0);
+    free(ids);
+    return set;
 }
 
 double te2e_elapsed_s(long long t0_ms)

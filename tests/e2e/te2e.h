@@ -1,4 +1,4 @@
-/* tests/e2e/te2e.h - the fixture of an end-to-end test: own database, own vhost, the programs */
+/* tests/e2e/te2e.h - the fixture of e2e, admin and fault tests: own database, vhost, programs */
 #ifndef TESTS_E2E_TE2E_H
 #define TESTS_E2E_TE2E_H
 
@@ -20,12 +20,21 @@ typedef struct te2e {
 
 /*
  * te2e_init - check the environment (GW_TEST_PG_URL, GW_STACK and the
- * binaries), create the database and the vhost. Returns 0 when ready, 77
- * when the environment is missing (meson: SKIP; a line says why), 1 on
- * failure (printed). te2e_cleanup() is safe after any result.
+ * binaries), create the database and the vhost "e2e-@name-PID" (a few tries
+ * each: a test that restarts the shared servers may be doing it right now).
+ * Returns 0 when ready, 77 when the environment is missing (meson: SKIP; a
+ * line says why), 1 on failure (printed). te2e_cleanup() is safe after any
+ * result.
  */
 int te2e_init(te2e *e, const char *name);
 void te2e_cleanup(te2e *e);
+
+/*
+ * te2e_main - the whole main() of a test with one run(): te2e_init(@e,
+ * @name), @run when ready, te2e_cleanup(); 77 when skipped, else the summary
+ * of "test_@name" (a fixture that could not be set up is a failure).
+ */
+int te2e_main(const char *name, te2e *e, void (*run)(void));
 
 /* The programs under test. */
 typedef enum tprog_kind { TPROG_RELAY, TPROG_WORKER } tprog_kind;
@@ -45,6 +54,13 @@ typedef struct tprog {
  */
 bool tprog_start(tprog *p, tprog_kind kind, const char *label, const te2e *e,
                  const char *const *extra);
+
+/*
+ * te2e_wait_ready - poll @base/readyz (any of the three programs) until it
+ * answers 200 while @p runs, 20 s at most. False (after printing the log
+ * tail) when @p exited or the deadline passed.
+ */
+bool te2e_wait_ready(tproc *p, const char *base, const char *label);
 
 /*
  * tprog_stop - SIGTERM and wait (12 s): checks the status is 0 and, with
@@ -109,6 +125,14 @@ char *te2e_payment_json(const char *event_id, const char *payment_id, long long 
 bool te2e_publish_event(tmq *m, const char *event_id, const char *body);
 
 /*
+ * te2e_publish_events - events 1..@n of @prefix (te2e_body()) published as
+ * te2e_publish_event() does, but many at a time: confirms are awaited every
+ * 500 publishes and at the end. With @dup_every > 0, every @dup_every-th event
+ * goes out a second time right behind itself. True when all were confirmed.
+ */
+bool te2e_publish_events(tmq *m, const char *prefix, int n, int dup_every);
+
+/*
  * te2e_event_counts - how many of @msgs carry message_id "<prefix>-e<i>", for
  * i in 1..@n: a new array (free()) of @n + 1 counts, [0] counting the
  * messages that are none of them.
@@ -116,13 +140,11 @@ bool te2e_publish_event(tmq *m, const char *event_id, const char *body);
 int *te2e_event_counts(const tmq_msg *msgs, size_t nmsgs, const char *prefix, int n);
 
 /*
- * te2e_stack - "$GW_STACK @verb @what" (stop/start broker/db); its exit status.
- * te2e_guard_start - a process outside our group that runs "$GW_STACK start
- * @what" if this test dies first; te2e_guard_done() dismisses it.
+ * te2e_event_set - the event numbers @sql (no parameters) returns as one text
+ * "3,1,7" (string_agg of the numbers in the ids), as a new array (free()) of
+ * @n + 1 flags: [i] is 1 when event i is in it. *@count: how many are.
  */
-int te2e_stack(const char *verb, const char *what);
-pid_t te2e_guard_start(const char *what, int *done_fd);
-void te2e_guard_done(pid_t guard, int done_fd);
+unsigned char *te2e_event_set(tdb *db, const char *sql, int n, long long *count);
 
 /* te2e_elapsed_s - seconds since @t0_ms (tproc_now_ms()). */
 double te2e_elapsed_s(long long t0_ms);

@@ -138,12 +138,5 @@ out:
 
 int main(void)
 {
-    int rc = te2e_init(&e, "inbox_proof");
-
-    if (rc == 0)
-        run();
-    else if (rc != 77)
-        FAIL("the fixture could not be set up");
-    te2e_cleanup(&e);
-    return rc == 77 ? 77 : tcheck_summary("test_inbox_proof");
+    return te2e_main("inbox_proof", &e, run);
 }

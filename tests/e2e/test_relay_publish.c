@@ -144,23 +144,16 @@ static void run(void)
                   1);
     }
     tcheck_context_clear();
-    s = tdb_value(e.db, "SELECT traceparent FROM outbox WHERE event_id = 'evt-traced'", NULL);
-    CHECK_STR(s, TRACEPARENT);
-    free(s);
+    CHECK_SQL_STR(e.db, "SELECT traceparent FROM outbox WHERE event_id = 'evt-traced'",
+                  TRACEPARENT);
 
     /* the refused one */
-    s = tdb_value(e.db, "SELECT state FROM outbox WHERE event_id = 'evt-refused'", NULL);
-    CHECK_STR(s, "unroutable");
-    free(s);
-    s = tdb_value(e.db, "SELECT last_error FROM outbox WHERE event_id = 'evt-refused'", NULL);
-    CHECK_CONTAINS(s, "NO_ROUTE");
-    free(s);
-    s = tdb_value(e.db, "SELECT status FROM payments WHERE event_id = 'evt-refused'", NULL);
-    CHECK_STR(s, "unroutable");
-    free(s);
-    s = tdb_value(e.db, "SELECT last_error FROM payments WHERE event_id = 'evt-refused'", NULL);
-    CHECK_CONTAINS(s, "NO_ROUTE");
-    free(s);
+    CHECK_SQL_STR(e.db, "SELECT state FROM outbox WHERE event_id = 'evt-refused'", "unroutable");
+    CHECK_SQL_CONTAINS(e.db, "SELECT last_error FROM outbox WHERE event_id = 'evt-refused'",
+                       "NO_ROUTE");
+    CHECK_SQL_STR(e.db, "SELECT status FROM payments WHERE event_id = 'evt-refused'", "unroutable");
+    CHECK_SQL_CONTAINS(e.db, "SELECT last_error FROM payments WHERE event_id = 'evt-refused'",
+                       "NO_ROUTE");
     tapi_get(&a, "/v1/payments/pay-refused", &r);
     CHECK_INT(r.status, 200);
     CHECK_STR(thttp_json_str(&r, "status"), "unroutable");
@@ -193,12 +186,5 @@ static void run(void)
 
 int main(void)
 {
-    int rc = te2e_init(&e, "relay_publish");
-
-    if (rc == 0)
-        run();
-    else if (rc != 77)
-        FAIL("the fixture could not be set up");
-    te2e_cleanup(&e);
-    return rc == 77 ? 77 : tcheck_summary("test_relay_publish");
+    return te2e_main("relay_publish", &e, run);
 }

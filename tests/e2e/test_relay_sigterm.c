@@ -25,30 +25,10 @@ static te2e e;
 /* Rows marked published now, as a bitmap over 1..ROWS. */
 static unsigned char *published_rows(long long *count)
 {
-    unsigned char *marked = calloc(ROWS + 1, 1);
-    char *ids;
-
-    if (marked == NULL)
-        abort();
-    *count = 0;
-    ids = tdb_value(e.db,
-                    "SELECT coalesce(string_agg(substr(event_id, 5), ',' ORDER BY id), '') "
-                    "FROM outbox WHERE state = 'published'",
-                    NULL);
-    for (char *s = ids; s != NULL && *s != '\0';) {
-        long k = strtol(s, &s, 10);
-
-        if (k >= 1 && k <= ROWS) {
-            marked[k] = 1;
-            (*count)++;
-        }
-        if (*s == ',')
-            s++;
-        else
-            break;
-    }
-    free(ids);
-    return marked;
+    return te2e_event_set(e.db,
+                          "SELECT coalesce(string_agg(substr(event_id, 5), ',' ORDER BY id), '') "
+                          "FROM outbox WHERE state = 'published'",
+                          ROWS, count);
 }
 
 static void run(void)
@@ -147,12 +127,5 @@ static void run(void)
 
 int main(void)
 {
-    int rc = te2e_init(&e, "relay_sigterm");
-
-    if (rc == 0)
-        run();
-    else if (rc != 77)
-        FAIL("the fixture could not be set up");
-    te2e_cleanup(&e);
-    return rc == 77 ? 77 : tcheck_summary("test_relay_sigterm");
+    return te2e_main("relay_sigterm", &e, run);
 }

@@ -90,12 +90,5 @@ stop:
 
 int main(void)
 {
-    int rc = te2e_init(&e, "relay_two_relays");
-
-    if (rc == 0)
-        run();
-    else if (rc != 77)
-        FAIL("the fixture could not be set up");
-    te2e_cleanup(&e);
-    return rc == 77 ? 77 : tcheck_summary("test_relay_two_relays");
+    return te2e_main("relay_two_relays", &e, run);
 }

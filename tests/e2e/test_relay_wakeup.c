@@ -86,12 +86,5 @@ static void run(void)
 
 int main(void)
 {
-    int rc = te2e_init(&e, "relay_wakeup");
-
-    if (rc == 0)
-        run();
-    else if (rc != 77)
-        FAIL("the fixture could not be set up");
-    te2e_cleanup(&e);
-    return rc == 77 ? 77 : tcheck_summary("test_relay_wakeup");
+    return te2e_main("relay_wakeup", &e, run);
 }

@@ -65,12 +65,5 @@ out:
 
 int main(void)
 {
-    int rc = te2e_init(&e, "worker_duplicates");
-
-    if (rc == 0)
-        run();
-    else if (rc != 77)
-        FAIL("the fixture could not be set up");
-    te2e_cleanup(&e);
-    return rc == 77 ? 77 : tcheck_summary("test_worker_duplicates");
+    return te2e_main("worker_duplicates", &e, run);
 }

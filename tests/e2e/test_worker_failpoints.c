@@ -33,17 +33,6 @@ static long long count_for(const char *table, const char *event_id)
     return tdb_long(e.db, sql, event_id, NULL);
 }
 
-/* Wait until @queue holds @want ready messages; the last depth. */
-static long wait_depth(const char *queue, long want, int timeout_ms)
-{
-    long long deadline = tproc_now_ms() + timeout_ms;
-    long d;
-
-    while ((d = tmq_depth(mq, queue)) != want && tproc_now_ms() < deadline)
-        tproc_sleep_ms(20);
-    return d;
-}
-
 /* Start a worker with @env, publish @event, and expect it to crash with 137. */
 static bool crash_on(const char *label, const char *const *env, const char *event,
                      const char *payment, const char *account)
@@ -86,7 +75,7 @@ static void after_commit(void)
                        "AND status = 'settled'",
                        NULL),
               1);
-    CHECK_INT(wait_depth("payments.settlement", 1, 5000), 1);
+    CHECK_INT(tmq_wait_depth(mq, "payments.settlement", 1, 5000), 1);
 
     if (!CHECK(tprog_start(&w, TPROG_WORKER, "failpoints-after_commit-restart", &e, NULL)))
         return;
@@ -95,7 +84,7 @@ static void after_commit(void)
     CHECK_INT(tprog_metric(&w, "paygw_worker_settled_total"), 0);
     CHECK_INT(count_for("inbox", "evt-fp-ac"), 1);
     CHECK_INT(count_for("ledger_entries", "evt-fp-ac"), 2);
-    CHECK_INT(wait_depth("payments.settlement", 0, 5000), 0);
+    CHECK_INT(tmq_wait_depth(mq, "payments.settlement", 0, 5000), 0);
     tprog_stop(&w, 10000);
     tcheck_context_clear();
 }
@@ -104,7 +93,6 @@ static void before_commit(void)
 {
     const char *env[] = {"GATEWAY_FAILPOINTS=worker.before_commit=exit", NULL};
     tprog w = {0};
-    char *s;
 
     tcheck_context("worker.before_commit");
     if (!crash_on("failpoints-before_commit", env, "evt-fp-bc", "pay-fp-bc", "1234-5"))
@@ -112,11 +100,10 @@ static void before_commit(void)
     /* nothing committed */
     CHECK_INT(count_for("inbox", "evt-fp-bc"), 0);
     CHECK_INT(count_for("ledger_entries", "evt-fp-bc"), 0);
-    s = tdb_value(
-        e.db, "SELECT status || '/' || attempts FROM payments WHERE event_id = 'evt-fp-bc'", NULL);
-    CHECK_STR(s, "published/0");
-    free(s);
-    CHECK_INT(wait_depth("payments.settlement", 1, 5000), 1);
+    CHECK_SQL_STR(e.db,
+                  "SELECT status || '/' || attempts FROM payments WHERE event_id = 'evt-fp-bc'",
+                  "published/0");
+    CHECK_INT(tmq_wait_depth(mq, "payments.settlement", 1, 5000), 1);
 
     if (!CHECK(tprog_start(&w, TPROG_WORKER, "failpoints-before_commit-restart", &e, NULL)))
         return;
@@ -124,11 +111,10 @@ static void before_commit(void)
     CHECK_INT(tprog_metric(&w, "paygw_worker_duplicates_skipped_total"), 0);
     CHECK_INT(count_for("inbox", "evt-fp-bc"), 1);
     CHECK_INT(count_for("ledger_entries", "evt-fp-bc"), 2);
-    s = tdb_value(
-        e.db, "SELECT status || '/' || attempts FROM payments WHERE event_id = 'evt-fp-bc'", NULL);
-    CHECK_STR(s, "settled/1");
-    free(s);
-    CHECK_INT(wait_depth("payments.settlement", 0, 5000), 0);
+    CHECK_SQL_STR(e.db,
+                  "SELECT status || '/' || attempts FROM payments WHERE event_id = 'evt-fp-bc'",
+                  "settled/1");
+    CHECK_INT(tmq_wait_depth(mq, "payments.settlement", 0, 5000), 0);
     tprog_stop(&w, 10000);
     tcheck_context_clear();
 }
@@ -140,16 +126,14 @@ static void after_retry_publish(void)
     const char *env2[] = {"BANK_SIM_RULES=001/7777-7:fail-first=1", NULL};
     tprog w = {0};
     long long t0;
-    char *s;
 
     tcheck_context("worker.after_retry_publish");
     if (!crash_on("failpoints-after_retry_publish", env, "evt-fp-rp", "pay-fp-rp", "7777-7"))
         return;
     /* the copy is in its delay queue (or already back), the original is back in the queue */
-    s = tdb_value(
-        e.db, "SELECT status || '/' || attempts FROM payments WHERE event_id = 'evt-fp-rp'", NULL);
-    CHECK_STR(s, "retrying/1");
-    free(s);
+    CHECK_SQL_STR(e.db,
+                  "SELECT status || '/' || attempts FROM payments WHERE event_id = 'evt-fp-rp'",
+                  "retrying/1");
     CHECK_INT(count_for("inbox", "evt-fp-rp"), 0);
     {
         long long deadline = tproc_now_ms() + 5000;
@@ -176,16 +160,15 @@ static void after_retry_publish(void)
     CHECK_INT(te2e_wait_metric(&w, 1, "paygw_worker_duplicates_skipped_total", 1, SETTLE_MS), 1);
     printf("after_retry_publish: settled and the duplicate skipped %.2f s after the restart\n",
            te2e_elapsed_s(t0));
-    CHECK_INT(wait_depth("payments.settlement", 0, 5000), 0);
-    CHECK_INT(wait_depth("payments.retry.1000", 0, 5000), 0);
+    CHECK_INT(tmq_wait_depth(mq, "payments.settlement", 0, 5000), 0);
+    CHECK_INT(tmq_wait_depth(mq, "payments.retry.1000", 0, 5000), 0);
     CHECK_INT(tmq_depth(mq, "payments.retry.5000"), 0);
     CHECK_INT(tprog_metric(&w, "paygw_worker_settled_total"), 1);
     CHECK_INT(count_for("inbox", "evt-fp-rp"), 1);
     CHECK_INT(count_for("ledger_entries", "evt-fp-rp"), 2);
-    s = tdb_value(
-        e.db, "SELECT status || '/' || attempts FROM payments WHERE event_id = 'evt-fp-rp'", NULL);
-    CHECK_STR(s, "settled/2");
-    free(s);
+    CHECK_SQL_STR(e.db,
+                  "SELECT status || '/' || attempts FROM payments WHERE event_id = 'evt-fp-rp'",
+                  "settled/2");
     CHECK_INT(tdb_long(e.db, "SELECT attempt FROM inbox WHERE event_id = 'evt-fp-rp'", NULL), 2);
     tprog_stop(&w, 10000);
     tcheck_context_clear();
@@ -208,12 +191,5 @@ static void run(void)
 
 int main(void)
 {
-    int rc = te2e_init(&e, "worker_failpoints");
-
-    if (rc == 0)
-        run();
-    else if (rc != 77)
-        FAIL("the fixture could not be set up");
-    te2e_cleanup(&e);
-    return rc == 77 ? 77 : tcheck_summary("test_worker_failpoints");
+    return te2e_main("worker_failpoints", &e, run);
 }

@@ -23,33 +23,6 @@
 
 static te2e e;
 
-static bool publish_all(tmq *m)
-{
-    bool ok = true;
-
-    for (int i = 1; i <= EVENTS && ok; i++) {
-        char id[64];
-        char *body = te2e_body("fw", i);
-        tmq_pub p = {
-            .exchange = "payments.events",
-            .routing_key = "payment.pix.approved",
-            .body = body,
-            .message_id = id,
-            .attempt = 1,
-            .mandatory = true,
-        };
-
-        te2e_event_id(id, sizeof id, "fw", i);
-        ok = tmq_publish_nowait(m, &p);
-        if (ok && i % EVERY == 0)
-            ok = tmq_publish_nowait(m, &p); /* the duplicate, right behind */
-        free(body);
-        if (ok && i % 500 == 0)
-            ok = tmq_wait_confirms(m, 10000);
-    }
-    return ok && tmq_wait_confirms(m, 10000);
-}
-
 static void run(void)
 {
     tprog workers[WORKERS] = {0};
@@ -70,7 +43,7 @@ static void run(void)
     if (!CHECK(m != NULL))
         goto stop;
     t0 = tproc_now_ms();
-    CHECK(publish_all(m));
+    CHECK(te2e_publish_events(m, "fw", EVENTS, EVERY));
     printf("published %d messages in %.2f s\n", EVENTS + EVENTS / EVERY, te2e_elapsed_s(t0));
 
     settled = te2e_wait_long(e.db, "SELECT count(*) FROM payments WHERE status = 'settled'", EVENTS,
@@ -131,12 +104,5 @@ stop:
 
 int main(void)
 {
-    int rc = te2e_init(&e, "worker_four_workers");
-
-    if (rc == 0)
-        run();
-    else if (rc != 77)
-        FAIL("the fixture could not be set up");
-    te2e_cleanup(&e);
-    return rc == 77 ? 77 : tcheck_summary("test_worker_four_workers");
+    return te2e_main("worker_four_workers", &e, run);
 }

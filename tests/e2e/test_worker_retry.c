@@ -130,12 +130,5 @@ stop:
 
 int main(void)
 {
-    int rc = te2e_init(&e, "worker_retry");
-
-    if (rc == 0)
-        run();
-    else if (rc != 77)
-        FAIL("the fixture could not be set up");
-    te2e_cleanup(&e);
-    return rc == 77 ? 77 : tcheck_summary("test_worker_retry");
+    return te2e_main("worker_retry", &e, run);
 }

@@ -23,55 +23,13 @@
 
 static te2e e;
 
-static bool publish_all(tmq *m)
-{
-    bool ok = true;
-
-    for (int i = 1; i <= EVENTS && ok; i++) {
-        char id[64];
-        char *body = te2e_body("ws", i);
-        tmq_pub p = {
-            .exchange = "payments.events",
-            .routing_key = "payment.pix.approved",
-            .body = body,
-            .message_id = id,
-            .attempt = 1,
-            .mandatory = true,
-        };
-
-        te2e_event_id(id, sizeof id, "ws", i);
-        ok = tmq_publish_nowait(m, &p);
-        free(body);
-    }
-    return ok && tmq_wait_confirms(m, 10000);
-}
-
 /* Settled payments as a bitmap over 1..EVENTS (from the inbox). */
 static unsigned char *settled_events(long long *count)
 {
-    unsigned char *done = calloc(EVENTS + 1, 1);
-    char *ids;
-
-    if (done == NULL)
-        abort();
-    *count = 0;
-    ids = tdb_value(e.db,
-                    "SELECT coalesce(string_agg(substr(event_id, 5), ','), '') FROM payments "
-                    "WHERE status = 'settled'",
-                    NULL);
-    for (char *s = ids; s != NULL && *s != '\0';) {
-        long k = strtol(s, &s, 10);
-
-        if (k >= 1 && k <= EVENTS) {
-            done[k] = 1;
-            (*count)++;
-        }
-        if (*s != ',')
-            break;
-        s++;
-    }
-    free(ids);
-    return done;
+    return te2e_event_set(e.db,
+                          "SELECT coalesce(string_agg(substr(event_id, 5), ','), '') FROM payments "
+                          "WHERE status = 'settled'",
+                          EVENTS, count);
 }
 
 static void check_after_stop(void)
@@ -140,7 +98,7 @@ static void run(void)
         return;
     }
     t0 = tproc_now_ms();
-    CHECK(publish_all(m));
+    CHECK(te2e_publish_events(m, "ws", EVENTS, 0));
     tmq_close(m);
 
     at = te2e_wait_long(e.db, "SELECT least(count(*), 300) FROM inbox", AT_SIGNAL, 30000, 5);
@@ -188,12 +146,5 @@ static void run(void)
 
 int main(void)
 {
-    int rc = te2e_init(&e, "worker_sigterm");
-
-    if (rc == 0)
-        run();
-    else if (rc != 77)
-        FAIL("the fixture could not be set up");
-    te2e_cleanup(&e);
-    return rc == 77 ? 77 : tcheck_summary("test_worker_sigterm");
+    return te2e_main("worker_sigterm", &e, run);
 }

@@ -1,14 +1,11 @@
 /* tests/e2e/tmq.c - rabbitmq-c 0.11 for the tests; every wait has a deadline */
 #include "tests/e2e/tmq.h"
 
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/time.h>
-#include <sys/wait.h>
 #include <time.h>
-#include <unistd.h>
 
 #include <amqp.h>
 #include <amqp_tcp_socket.h>
@@ -186,12 +183,17 @@ bool tmq_publish_nowait(tmq *m, const tmq_pub *p)
     if (!m->open)
         return false;
     memset(&props, 0, sizeof props);
-    props._flags = AMQP_BASIC_CONTENT_TYPE_FLAG | AMQP_BASIC_DELIVERY_MODE_FLAG |
-                   AMQP_BASIC_TYPE_FLAG | AMQP_BASIC_TIMESTAMP_FLAG;
-    props.content_type = bytes("application/json");
+    props._flags = AMQP_BASIC_DELIVERY_MODE_FLAG;
     props.delivery_mode = 2;
-    props.type = bytes("payment.decision");
-    props.timestamp = (uint64_t)time(NULL);
+    if (!p->bare) {
+        props._flags |= AMQP_BASIC_TYPE_FLAG | AMQP_BASIC_TIMESTAMP_FLAG;
+        props.type = bytes("payment.decision");
+        props.timestamp = (uint64_t)time(NULL);
+    }
+    if (p->content_type != NULL || !p->bare) {
+        props._flags |= AMQP_BASIC_CONTENT_TYPE_FLAG;
+        props.content_type = bytes(p->content_type != NULL ? p->content_type : "application/json");
+    }
     if (p->message_id != NULL) {
         props._flags |= AMQP_BASIC_MESSAGE_ID_FLAG;
         props.message_id = bytes(p->message_id);
@@ -446,6 +448,16 @@ long tmq_depth(tmq *m, const char *queue)
     return (long)ok->message_count;
 }
 
+long tmq_wait_depth(tmq *m, const char *queue, long want, int timeout_ms)
+{
+    long long deadline = tproc_now_ms() + timeout_ms;
+    long d;
+
+    while ((d = tmq_depth(m, queue)) != want && tproc_now_ms() < deadline)
+        tproc_sleep_ms(20);
+    return d;
+}
+
 bool tmq_purge(tmq *m, const char *queue)
 {
     amqp_rpc_reply_t r;
@@ -546,78 +558,4 @@ bool tmq_declare_topology(const char *url, const char *retry_delays_ms)
     ok = mq_topology_declare(c, &cfg) == GW_OK;
     mq_close(c);
     return ok;
-}
-
-/* Run "$GW_STACK vhost @name [--delete]"; its first stdout line in @out (may be NULL). */
-static int run_stack_vhost(const char *name, bool delete, char *out, size_t len)
-{
-    const char *stack = getenv("GW_STACK");
-    int fds[2], ws;
-    size_t got = 0;
-    pid_t pid;
-
-    if (stack == NULL || *stack == '\0') {
-        fprintf(stderr, "tmq: GW_STACK is not set\n");
-        return -1;
-    }
-    if (pipe(fds) != 0)
-        return -1;
-    fflush(NULL);
-    pid = fork();
-    if (pid == 0) {
-        dup2(fds[1], 1);
-        close(fds[0]);
-        close(fds[1]);
-        if (delete)
-            execl(stack, stack, "vhost", name, "--delete", (char *)NULL);
-        else
-            execl(stack, stack, "vhost", name, (char *)NULL);
-        _exit(127);
-    }
-    close(fds[1]);
-    if (pid < 0) {
-        close(fds[0]);
-        return -1;
-    }
-    for (;;) {
-        char buf[256];
-        ssize_t r = read(fds[0], buf, sizeof buf);
-
-        if (r < 0 && errno == EINTR)
-            continue;
-        if (r <= 0)
-            break;
-        for (ssize_t i = 0; out != NULL && i < r && got + 1 < len; i++)
-            out[got++] = buf[i];
-    }
-    close(fds[0]);
-    if (out != NULL) {
-        out[got] = '\0';
-        out[strcspn(out, "\r\n")] = '\0';
-    }
-    while (waitpid(pid, &ws, 0) < 0 && errno == EINTR)
-        ;
-    return WIFEXITED(ws) ? WEXITSTATUS(ws) : 128 + WTERMSIG(ws);
-}
-
-char *tmq_vhost_create(const char *name)
-{
-    char url[512];
-    int rc = run_stack_vhost(name, false, url, sizeof url);
-
-    if (rc != 0 || strncmp(url, "amqp://", 7) != 0) {
-        fprintf(stderr, "tmq: $GW_STACK vhost %s failed (status %d, output \"%s\")\n", name, rc,
-                url);
-        return NULL;
-    }
-    fprintf(stderr, "tmq: created vhost %s: %s\n", name, url);
-    return strdup(url);
-}
-
-void tmq_vhost_delete(const char *name)
-{
-    int rc = run_stack_vhost(name, true, NULL, 0);
-
-    if (rc != 0)
-        fprintf(stderr, "tmq: $GW_STACK vhost %s --delete: status %d\n", name, rc);
 }

@@ -1,4 +1,4 @@
-/* tests/e2e/tmq.h - RabbitMQ for the tests: vhosts, confirmed publishes, basic.get, depths */
+/* tests/e2e/tmq.h - RabbitMQ for the tests: confirmed publishes, basic.get, depths, topology */
 #ifndef TESTS_E2E_TMQ_H
 #define TESTS_E2E_TMQ_H
 
@@ -35,12 +35,19 @@ typedef struct tmq_pub {
     int attempt;             /* x-attempt header; 0: no header at all */
     const char *traceparent; /* NULL: none */
     bool mandatory;          /* a returned publish is reported (tmq_publish returns 0) */
+    /*
+     * bare: only delivery_mode and what is set here, content_type included
+     * (NULL: none); no type, no timestamp. What a foreign or broken publisher
+     * could send. Without bare, content_type NULL means application/json.
+     */
+    bool bare;
+    const char *content_type;
 } tmq_pub;
 
 /*
  * tmq_publish - publish @p persistent (delivery_mode 2), content_type
- * application/json, type payment.decision, timestamp now, then wait (5 s) for
- * the broker's confirm. Returns 1 when acked (and, if mandatory, routed), 0
+ * application/json, type payment.decision, timestamp now (unless @p is bare),
+ * then wait (5 s) for the broker's confirm. Returns 1 when acked (and, if mandatory, routed), 0
  * when returned unroutable, -1 when nacked, not confirmed in time or on error.
  */
 int tmq_publish(tmq *m, const tmq_pub *p);
@@ -94,6 +101,12 @@ bool tmq_ack(tmq *m, uint64_t delivery_tag);
  */
 long tmq_depth(tmq *m, const char *queue);
 
+/*
+ * tmq_wait_depth - poll tmq_depth() until it is @want or @timeout_ms passes;
+ * the last depth.
+ */
+long tmq_wait_depth(tmq *m, const char *queue, long want, int timeout_ms);
+
 /* tmq_purge - delete every ready message of @queue. */
 bool tmq_purge(tmq *m, const char *queue);
 
@@ -126,13 +139,5 @@ json_t *tmq_x_death(const tmq_msg *msg);
  * with the delay steps @retry_delays_ms ("1000,5000"; NULL: the default).
  */
 bool tmq_declare_topology(const char *url, const char *retry_delays_ms);
-
-/*
- * tmq_vhost_create - "$GW_STACK vhost @name": a new vhost for guest; its AMQP
- * URL as a new string (free()), NULL after printing why.
- * tmq_vhost_delete - "$GW_STACK vhost @name --delete" (best effort).
- */
-char *tmq_vhost_create(const char *name);
-void tmq_vhost_delete(const char *name);
 
 #endif

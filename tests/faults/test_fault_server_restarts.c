@@ -4,7 +4,7 @@
  * usage: test_fault_server_restarts broker|db
  *
  * Four clients send 2,000 payments at a steady pace over about 15 s to the whole pipeline;
- * a third of the way in, "$GW_STACK stop WHAT", a pause, "$GW_STACK start WHAT" (te2e's guard
+ * a third of the way in, "$GW_STACK stop WHAT", a pause, "$GW_STACK start WHAT" (tstack's guard
  * starts it again if this test dies first). The clients retry every 503 and every dropped
  * request with the same event_id. None of the three programs may die: each reconnects by itself
  * (CONTRACT section 2). At the end the invariants of tfault.h hold for every event that got a
@@ -18,6 +18,7 @@
 
 #include "tests/faults/tfault.h"
 #include "tests/support/tcheck.h"
+#include "tests/support/tstack.h"
 
 #define EVENTS    2000
 #define CLIENTS   4
@@ -60,18 +61,18 @@ static void run(const char *what, uint64_t seed)
     /* the outage: whatever happens, the server is started again */
     accepted_at_stop = atomic_load(&load.accepted);
     t_stop = tproc_now_ms();
-    guard = te2e_guard_start(what, &done_fd);
+    guard = tstack_guard_start(what, &done_fd);
     CHECK(guard > 0);
-    CHECK_INT(te2e_stack("stop", what), 0);
+    CHECK_INT(tstack_run("stop", what), 0);
     printf("%s stopped %.2f s into the load (%d accepted so far)\n", what, te2e_elapsed_s(t0),
            accepted_at_stop);
     tproc_sleep_ms(OUTAGE_MS);
     /* always started again: a failed start is retried; after the third, the guard tries too */
     for (int attempt = 1;; attempt++) {
-        int rc = te2e_stack("start", what);
+        int rc = tstack_run("start", what);
 
         if (rc == 0) {
-            te2e_guard_done(guard, done_fd);
+            tstack_guard_done(guard, done_fd);
             break;
         }
         if (attempt == 3) {

@@ -681,11 +681,8 @@ static void queue_checks(tf_world *w, tf_load *l, tf_result *res)
     if (!CHECK(m != NULL))
         return;
     for (size_t q = 0; q < 3; q++) {
-        long long deadline = tproc_now_ms() + QUIET_MS;
-        long d;
+        long d = tmq_wait_depth(m, drained[q], 0, QUIET_MS);
 
-        while ((d = tmq_depth(m, drained[q])) != 0 && tproc_now_ms() < deadline)
-            tproc_sleep_ms(100);
         tcheck_context("queue %s", drained[q]);
         CHECK_INT(d, 0);
         tcheck_context_clear();

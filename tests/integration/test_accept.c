@@ -46,19 +46,8 @@ static void check_rows_at(int line, const char *event_id, long long n)
 }
 #define check_rows(event_id, n) check_rows_at(__LINE__, (event_id), (n))
 
-/* The single value @sql returns equals @want (NULL: SQL NULL or no row). */
-static bool value_is_at(int line, const char *sql, const char *want)
-{
-    char *v = tdb_value(db, sql, NULL);
-    bool ok;
-
-    tcheck_context("line %d: %s", line, sql);
-    ok = CHECK_STR(v, want);
-    tcheck_context_clear();
-    free(v);
-    return ok;
-}
-#define value_is(sql, want) value_is_at(__LINE__, (sql), (want))
+/* The single value @sql returns on the test's database equals @want (NULL: SQL NULL or no row). */
+#define value_is(sql, want) CHECK_SQL_STR(db, (sql), (want))
 
 static long long total_payments(void)
 {
@@ -633,6 +622,20 @@ static void test_authentication(void)
     thttp_resp_free(&r);
 }
 
+/* @method @path answers 405 method-not-allowed with "Allow: @allow". */
+static void check_405_at(int line, const char *method, const char *path, const char *auth,
+                         const char *allow)
+{
+    thttp_resp r;
+
+    request_with(method, path, auth, &r);
+    tcheck_context("line %d: %s %s", line, method, path);
+    CHECK_PROBLEM(&r, 405, "method-not-allowed");
+    CHECK_STR(thttp_header(&r, "Allow"), allow);
+    tcheck_context_clear();
+    thttp_resp_free(&r);
+}
+
 static void test_not_found_and_method(void)
 {
     static const char api_auth[] = "Bearer " TAPI_TOKEN;
@@ -651,22 +654,10 @@ static void test_not_found_and_method(void)
     CHECK_PROBLEM(&r, 404, "not-found");
     thttp_resp_free(&r);
 
-    request_with("DELETE", "/v1/payments", api_auth, &r);
-    CHECK_PROBLEM(&r, 405, "method-not-allowed");
-    CHECK_STR(thttp_header(&r, "Allow"), "POST");
-    thttp_resp_free(&r);
-    request_with("GET", "/v1/payments", api_auth, &r);
-    CHECK_PROBLEM(&r, 405, "method-not-allowed");
-    CHECK_STR(thttp_header(&r, "Allow"), "POST");
-    thttp_resp_free(&r);
-    request_with("PUT", "/v1/payments/pay-1", api_auth, &r);
-    CHECK_PROBLEM(&r, 405, "method-not-allowed");
-    CHECK_STR(thttp_header(&r, "Allow"), "GET");
-    thttp_resp_free(&r);
-    request_with("POST", "/healthz", NULL, &r);
-    CHECK_PROBLEM(&r, 405, "method-not-allowed");
-    CHECK_STR(thttp_header(&r, "Allow"), "GET");
-    thttp_resp_free(&r);
+    check_405_at(__LINE__, "DELETE", "/v1/payments", api_auth, "POST");
+    check_405_at(__LINE__, "GET", "/v1/payments", api_auth, "POST");
+    check_405_at(__LINE__, "PUT", "/v1/payments/pay-1", api_auth, "GET");
+    check_405_at(__LINE__, "POST", "/healthz", NULL, "GET");
     CHECK_INT(total_payments(), (long long)accepted);
 }
 
@@ -701,6 +692,39 @@ static void test_get_payment(void)
     thttp_resp_free(&r);
 }
 
+/*
+ * @sent as event evt-@method / payment pay-@method with @method and @decision,
+ * sent with the request @headers: a 202, and an outbox row that routes on
+ * payment.@method.@decision and carries @trace (NULL: none).
+ */
+static void check_route(const json_t *sent, const char *method, const char *decision,
+                        const char *const *headers, const char *trace)
+{
+    json_t *o = json_deep_copy(sent);
+    char event_id[32], payment_id[32], key[64], sql[128];
+    char *text;
+    thttp_resp r;
+
+    snprintf(event_id, sizeof event_id, "evt-%s", method);
+    snprintf(payment_id, sizeof payment_id, "pay-%s", method);
+    snprintf(key, sizeof key, "payment.%s.%s", method, decision);
+    json_object_set_new(o, "event_id", json_string(event_id));
+    json_object_set_new(o, "payment_id", json_string(payment_id));
+    json_object_set_new(o, "method", json_string(method));
+    json_object_set_new(o, "decision", json_string(decision));
+    text = json_dumps(o, JSON_COMPACT);
+    tapi_post(&api, text, headers, &r);
+    check_202(&r, event_id, payment_id, false);
+    accepted++;
+    thttp_resp_free(&r);
+    snprintf(sql, sizeof sql, "SELECT routing_key FROM outbox WHERE event_id = '%s'", event_id);
+    value_is(sql, key);
+    snprintf(sql, sizeof sql, "SELECT traceparent FROM outbox WHERE event_id = '%s'", event_id);
+    value_is(sql, trace);
+    free(text);
+    json_decref(o);
+}
+
 static void test_outbox_row(void)
 {
     static const char trace[] = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
@@ -711,7 +735,6 @@ static void test_outbox_row(void)
     char *body = tapi_payment("evt-1", "pay-1");
     json_t *sent = json_loads(body, 0, NULL);
     char *canon = canon_dump(sent);
-    thttp_resp r;
 
     value_is("SELECT body FROM outbox WHERE event_id = 'evt-1'", canon);
     value_is("SELECT routing_key FROM outbox WHERE event_id = 'evt-1'", "payment.pix.approved");
@@ -728,39 +751,8 @@ static void test_outbox_row(void)
     }
 
     /* each method and decision routes on its own key; a traceparent travels along */
-    {
-        json_t *o = json_deep_copy(sent);
-        char *text;
-
-        json_object_set_new(o, "event_id", json_string("evt-card"));
-        json_object_set_new(o, "payment_id", json_string("pay-card"));
-        json_object_set_new(o, "method", json_string("card"));
-        json_object_set_new(o, "decision", json_string("refused"));
-        text = json_dumps(o, JSON_COMPACT);
-        tapi_post(&api, text, with_trace, &r);
-        check_202(&r, "evt-card", "pay-card", false);
-        accepted++;
-        thttp_resp_free(&r);
-        value_is("SELECT routing_key FROM outbox WHERE event_id = 'evt-card'",
-                 "payment.card.refused");
-        value_is("SELECT traceparent FROM outbox WHERE event_id = 'evt-card'", trace);
-        free(text);
-
-        json_object_set_new(o, "event_id", json_string("evt-ted"));
-        json_object_set_new(o, "payment_id", json_string("pay-ted"));
-        json_object_set_new(o, "method", json_string("ted"));
-        json_object_set_new(o, "decision", json_string("approved"));
-        text = json_dumps(o, JSON_COMPACT);
-        tapi_post(&api, text, bad_trace, &r);
-        check_202(&r, "evt-ted", "pay-ted", false);
-        accepted++;
-        thttp_resp_free(&r);
-        value_is("SELECT routing_key FROM outbox WHERE event_id = 'evt-ted'",
-                 "payment.ted.approved");
-        value_is("SELECT traceparent FROM outbox WHERE event_id = 'evt-ted'", NULL);
-        free(text);
-        json_decref(o);
-    }
+    check_route(sent, "card", "refused", with_trace, trace);
+    check_route(sent, "ted", "approved", bad_trace, NULL);
     free(canon);
     json_decref(sent);
     free(body);
@@ -930,16 +922,10 @@ static void test_backpressure(void)
 
 int main(void)
 {
-    if (tdb_admin_url() == NULL) {
-        printf("SKIP: GW_TEST_PG_URL is not set\n");
-        return 77;
-    }
-    if (tapi_bin() == NULL)
-        return 1;
-    thttp_global_init();
-    db = tdb_create(true);
-    if (!CHECK(db != NULL))
-        return tcheck_summary("test_accept");
+    int rc = tapi_test_init(&db);
+
+    if (rc != 0)
+        return rc == 77 ? 77 : tcheck_summary("test_accept");
     if (CHECK(tapi_start(&api, "accept-api", tdb_url(db), NULL))) {
         TRUN(test_accept_and_replay);
         TRUN(test_key_reused);
@@ -961,7 +947,6 @@ int main(void)
     }
     TRUN(test_request_in_flight);
     TRUN(test_backpressure);
-    tdb_drop(db);
-    thttp_global_cleanup();
+    tapi_test_cleanup(db);
     return tcheck_summary("test_accept");
 }

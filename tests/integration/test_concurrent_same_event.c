@@ -204,23 +204,16 @@ static void test_distinct_events(void)
 
 int main(void)
 {
-    if (tdb_admin_url() == NULL) {
-        printf("SKIP: GW_TEST_PG_URL is not set\n");
-        return 77;
-    }
-    if (tapi_bin() == NULL)
-        return 1;
-    thttp_global_init();
-    db = tdb_create(true);
-    if (!CHECK(db != NULL))
-        return tcheck_summary("test_concurrent_same_event");
+    int rc = tapi_test_init(&db);
+
+    if (rc != 0)
+        return rc == 77 ? 77 : tcheck_summary("test_concurrent_same_event");
     if (CHECK(tapi_start(&api, "concurrent-api", tdb_url(db), NULL))) {
         TRUN(test_same_event);
         TRUN(test_same_payment_many_events);
         TRUN(test_distinct_events);
         tapi_stop(&api);
     }
-    tdb_drop(db);
-    thttp_global_cleanup();
+    tapi_test_cleanup(db);
     return tcheck_summary("test_concurrent_same_event");
 }

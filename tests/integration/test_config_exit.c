@@ -230,20 +230,15 @@ static void test_good_config_starts(void)
 
 int main(void)
 {
-    if (tdb_admin_url() == NULL) {
-        printf("SKIP: GW_TEST_PG_URL is not set\n");
-        return 77;
-    }
-    if (tapi_bin() == NULL)
-        return 1;
-    db = tdb_create(true);
-    if (!CHECK(db != NULL))
-        return tcheck_summary("test_config_exit");
+    int rc = tapi_test_init(&db);
+
+    if (rc != 0)
+        return rc == 77 ? 77 : tcheck_summary("test_config_exit");
     TRUN(test_every_bad_variable);
     TRUN(test_each_bad_variable);
     TRUN(test_tokens_never_logged);
     TRUN(test_schema);
     TRUN(test_good_config_starts);
-    tdb_drop(db);
+    tapi_test_cleanup(db);
     return tcheck_summary("test_config_exit");
 }

@@ -7,96 +7,17 @@
  * meson runs it alone (is_parallel: false), and the database is always
  * started again: by this test, or by a guard process if this test dies.
  */
-#include <errno.h>
-#include <fcntl.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include "tests/support/tapi.h"
 #include "tests/support/tcheck.h"
 #include "tests/support/tdb.h"
 #include "tests/support/thttp.h"
 #include "tests/support/tproc.h"
+#include "tests/support/tstack.h"
 
 #define RECOVER_MS 20000
-
-static const char *stack_bin(void)
-{
-    const char *s = getenv("GW_STACK");
-
-    return (s != NULL && *s != '\0') ? s : NULL;
-}
-
-/* "$GW_STACK @verb db", its output on our stderr; the exit status. */
-static int stack_db(const char *verb)
-{
-    const char *stack = stack_bin();
-    long long t0 = tproc_now_ms();
-    pid_t pid;
-    int ws;
-
-    fprintf(stderr, "running %s %s db\n", stack, verb);
-    fflush(NULL);
-    pid = fork();
-    if (pid == 0) {
-        dup2(2, 1);
-        execl(stack, stack, verb, "db", (char *)NULL);
-        _exit(127);
-    }
-    if (pid < 0 || waitpid(pid, &ws, 0) != pid)
-        return -1;
-    fprintf(stderr, "%s %s db: %lld ms\n", stack, verb, tproc_now_ms() - t0);
-    return WIFEXITED(ws) ? WEXITSTATUS(ws) : 128 + WTERMSIG(ws);
-}
-
-/*
- * A guard that starts the database again if this process dies before it did
- * (a crash, or meson's timeout killing our process group): it waits for one
- * byte on a pipe; end-of-file without it means we are gone.
- */
-static pid_t guard_start(int *done_fd)
-{
-    int fds[2];
-    pid_t pid;
-
-    if (pipe2(fds, O_CLOEXEC) != 0)
-        return -1;
-    fflush(NULL);
-    pid = fork();
-    if (pid == 0) {
-        char c;
-        ssize_t n;
-
-        setsid(); /* out of the test's process group: a timeout kill must not reach us */
-        signal(SIGTERM, SIG_IGN);
-        signal(SIGINT, SIG_IGN);
-        close(fds[1]);
-        do
-            n = read(fds[0], &c, 1);
-        while (n < 0 && errno == EINTR);
-        if (n == 1)
-            _exit(0); /* the test restarted the database itself */
-        execl(stack_bin(), stack_bin(), "start", "db", (char *)NULL);
-        _exit(127);
-    }
-    close(fds[0]);
-    *done_fd = fds[1];
-    return pid;
-}
-
-static void guard_done(pid_t pid, int done_fd)
-{
-    if (pid <= 0)
-        return;
-    if (write(done_fd, "x", 1) != 1)
-        fprintf(stderr, "guard: write failed: %s\n", strerror(errno));
-    close(done_fd);
-    waitpid(pid, NULL, 0);
-}
 
 static long long rows_for(tdb *db, const char *event_id)
 {
@@ -185,23 +106,17 @@ int main(void)
     pid_t pid, guard;
     int done_fd = -1;
     char *body;
+    int rc;
 
-    if (tdb_admin_url() == NULL) {
-        printf("SKIP: GW_TEST_PG_URL is not set\n");
-        return 77;
-    }
-    if (stack_bin() == NULL) {
+    if (tstack_bin() == NULL) {
         printf("SKIP: GW_STACK is not set (this test stops and starts the database)\n");
         return 77;
     }
-    if (tapi_bin() == NULL)
-        return 1;
-    thttp_global_init();
-    db = tdb_create(true);
-    if (!CHECK(db != NULL))
-        return tcheck_summary("test_db_restart");
+    rc = tapi_test_init(&db);
+    if (rc != 0)
+        return rc == 77 ? 77 : tcheck_summary("test_db_restart");
     if (!CHECK(tapi_start(&a, "dbrestart-api", tdb_url(db), NULL))) {
-        tdb_drop(db);
+        tapi_test_cleanup(db);
         return tcheck_summary("test_db_restart");
     }
     pid = tproc_pid(a.proc);
@@ -211,17 +126,16 @@ int main(void)
     thttp_resp_free(&r);
     free(body);
 
-    guard = guard_start(&done_fd);
+    guard = tstack_guard_start("db", &done_fd);
     CHECK(guard > 0);
-    if (CHECK_INT(stack_db("stop"), 0))
+    if (CHECK_INT(tstack_run("stop", "db"), 0))
         check_while_down(&a);
     /* always, whatever failed above */
-    CHECK_INT(stack_db("start"), 0);
-    guard_done(guard, done_fd);
+    CHECK_INT(tstack_run("start", "db"), 0);
+    tstack_guard_done(guard, done_fd);
 
     check_recovers(&a, db, pid);
     tapi_stop(&a);
-    tdb_drop(db);
-    thttp_global_cleanup();
+    tapi_test_cleanup(db);
     return tcheck_summary("test_db_restart");
 }

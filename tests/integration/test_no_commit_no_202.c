@@ -106,19 +106,12 @@ static void test_crash_after_commit_then_replay(void)
 
 int main(void)
 {
-    if (tdb_admin_url() == NULL) {
-        printf("SKIP: GW_TEST_PG_URL is not set\n");
-        return 77;
-    }
-    if (tapi_bin() == NULL)
-        return 1;
-    thttp_global_init();
-    db = tdb_create(true);
-    if (!CHECK(db != NULL))
-        return tcheck_summary("test_no_commit_no_202");
+    int rc = tapi_test_init(&db);
+
+    if (rc != 0)
+        return rc == 77 ? 77 : tcheck_summary("test_no_commit_no_202");
     TRUN(test_failed_commit_is_503);
     TRUN(test_crash_after_commit_then_replay);
-    tdb_drop(db);
-    thttp_global_cleanup();
+    tapi_test_cleanup(db);
     return tcheck_summary("test_no_commit_no_202");
 }

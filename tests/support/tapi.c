@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "tests/support/tcheck.h"
+#include "tests/support/tdb.h"
 
 #define LISTEN_WAIT_MS 15000
 #define STOP_WAIT_MS   12000
@@ -40,6 +41,26 @@ const char *tapi_bin(void)
         return NULL;
     }
     return b;
+}
+
+int tapi_test_init(tdb **db)
+{
+    *db = NULL;
+    if (tdb_admin_url() == NULL) {
+        printf("SKIP: GW_TEST_PG_URL is not set\n");
+        return 77;
+    }
+    if (!CHECK(tapi_bin() != NULL))
+        return 1;
+    thttp_global_init();
+    *db = tdb_create(true);
+    return CHECK(*db != NULL) ? 0 : 1;
+}
+
+void tapi_test_cleanup(tdb *db)
+{
+    tdb_drop(db);
+    thttp_global_cleanup();
 }
 
 const char *tapi_amqp_url(void)

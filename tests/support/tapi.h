@@ -4,6 +4,7 @@
 
 #include <stdbool.h>
 
+#include "tests/support/tdb.h"
 #include "tests/support/thttp.h"
 #include "tests/support/tproc.h"
 
@@ -23,6 +24,16 @@ typedef struct tapi {
 
 /* tapi_bin - $GW_API_BIN, or NULL after printing why. */
 const char *tapi_bin(void);
+
+/*
+ * tapi_test_init - the start of every test of payments-api on a database of
+ * its own: 77 (SKIP, the line printed) without GW_TEST_PG_URL; otherwise
+ * $GW_API_BIN is CHECKed, curl set up and a migrated database made in *@db
+ * (CHECKed). 0 when ready, 1 when a check failed.
+ * tapi_test_cleanup - drop @db (may be NULL) and curl's global state.
+ */
+int tapi_test_init(tdb **db);
+void tapi_test_cleanup(tdb *db);
 
 /* tapi_amqp_url - $GW_TEST_AMQP_URL or TAPI_DEFAULT_AMQP_URL; the API only checks its syntax. */
 const char *tapi_amqp_url(void);

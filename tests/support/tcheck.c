@@ -9,21 +9,29 @@ static atomic_int checks;
 static atomic_int failures;
 static _Thread_local char context[256];
 
+static void vreport(const char *file, int line, const char *fmt, va_list ap)
+    __attribute__((format(printf, 3, 0)));
 static void report(const char *file, int line, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
-static void report(const char *file, int line, const char *fmt, ...)
+static void vreport(const char *file, int line, const char *fmt, va_list ap)
 {
     char msg[2048];
-    va_list ap;
 
-    va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
     atomic_fetch_add(&failures, 1);
     /* one fprintf per line: stdio locks the stream, threads do not interleave */
     fprintf(stderr, "%s:%d: %s%s%s\n", file, line, context[0] ? context : "",
             context[0] ? ": " : "", msg);
+}
+
+static void report(const char *file, int line, const char *fmt, ...)
+{
+    va_list ap;
+
+    va_start(ap, fmt);
+    vreport(file, line, fmt, ap);
+    va_end(ap);
 }
 
 bool tcheck_true(const char *file, int line, const char *expr, bool ok)
@@ -68,14 +76,12 @@ bool tcheck_contains(const char *file, int line, const char *expr, const char *h
 
 bool tcheck_fail(const char *file, int line, const char *fmt, ...)
 {
-    char msg[1024];
     va_list ap;
 
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
     atomic_fetch_add(&checks, 1);
-    report(file, line, "%s", msg);
+    va_start(ap, fmt);
+    vreport(file, line, fmt, ap);
+    va_end(ap);
     return false;
 }
 

@@ -11,6 +11,7 @@
 
 #include <libpq-fe.h>
 
+#include "tests/support/tcheck.h"
 #include "tests/support/tproc.h"
 
 #define MAX_PARAMS 8
@@ -197,34 +198,55 @@ static PGresult *query(tdb *db, const char *sql, va_list ap)
     return res;
 }
 
+/* Row 0, column 0 of @sql as a new string; NULL when no row, SQL NULL or error. */
+static char *first_value(tdb *db, const char *sql, va_list ap)
+{
+    PGresult *res = query(db, sql, ap);
+    char *v = NULL;
+
+    if (res != NULL && PQntuples(res) > 0 && PQnfields(res) > 0 && !PQgetisnull(res, 0, 0)) {
+        v = strdup(PQgetvalue(res, 0, 0));
+        if (v == NULL)
+            abort();
+    }
+    PQclear(res);
+    return v;
+}
+
 char *tdb_value(tdb *db, const char *sql, ...)
 {
     va_list ap;
-    PGresult *res;
-    char *v = NULL;
+    char *v;
 
     va_start(ap, sql);
-    res = query(db, sql, ap);
+    v = first_value(db, sql, ap);
     va_end(ap);
-    if (res != NULL && PQntuples(res) > 0 && PQnfields(res) > 0 && !PQgetisnull(res, 0, 0))
-        v = strdup(PQgetvalue(res, 0, 0));
-    PQclear(res);
     return v;
 }
 
 long long tdb_long(tdb *db, const char *sql, ...)
 {
     va_list ap;
-    PGresult *res;
-    long long v = -1;
+    char *v;
+    long long n;
 
     va_start(ap, sql);
-    res = query(db, sql, ap);
+    v = first_value(db, sql, ap);
     va_end(ap);
-    if (res != NULL && PQntuples(res) > 0 && PQnfields(res) > 0 && !PQgetisnull(res, 0, 0))
-        v = strtoll(PQgetvalue(res, 0, 0), NULL, 10);
-    PQclear(res);
-    return v;
+    n = v != NULL ? strtoll(v, NULL, 10) : -1;
+    free(v);
+    return n;
+}
+
+bool tdb_check_at(const char *file, int line, tdb *db, const char *sql, const char *want,
+                  bool contains)
+{
+    char *v = tdb_value(db, sql, NULL);
+    bool ok = contains ? tcheck_contains(file, line, sql, v, want, true)
+                       : tcheck_str(file, line, sql, v, want);
+
+    free(v);
+    return ok;
 }
 
 long long tdb_rows(tdb *db, const char *sql, ...)

@@ -38,6 +38,17 @@ long long tdb_rows(tdb *db, const char *sql, ...) __attribute__((sentinel));
 /* tdb_exec - a command; false on error. */
 bool tdb_exec(tdb *db, const char *sql, ...) __attribute__((sentinel));
 
+/*
+ * CHECK_SQL_STR - the value tdb_value() gives for @sql (no parameters) is
+ * @want (NULL: no row or SQL NULL). CHECK_SQL_CONTAINS - it contains @needle.
+ * Checks of tcheck.h: a failure names the line and the query.
+ */
+#define CHECK_SQL_STR(db, sql, want) tdb_check_at(__FILE__, __LINE__, (db), (sql), (want), false)
+#define CHECK_SQL_CONTAINS(db, sql, needle)                                                        \
+    tdb_check_at(__FILE__, __LINE__, (db), (sql), (needle), true)
+bool tdb_check_at(const char *file, int line, tdb *db, const char *sql, const char *want,
+                  bool contains);
+
 /* tdb_drop - drop the database (best effort, WITH (FORCE) on PostgreSQL 13+) and free. NULL ok. */
 void tdb_drop(tdb *db);
 
