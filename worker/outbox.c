@@ -17,13 +17,16 @@ const db_stmt outbox_stmts[] = {
                      "FROM outbox WHERE state = 'pending' AND next_attempt_at <= now() "
                      "ORDER BY id LIMIT $1::int FOR UPDATE SKIP LOCKED"},
     /* the payment moves forward only: a settled payment stays settled */
-    /* payment rows locked in byte order of payment_id, the order the worker's batches use:
-     * the two never wait for each other in a cycle */
+    /* A payment row the worker holds is being settled: "published" would be overwritten by
+     * "settled" a moment later (and must never replace it), so the relay skips the row
+     * rather than wait for the worker's commit with its whole batch unmarked. The rows it
+     * does lock, it locks in byte order of payment_id, the order the worker's batches use. */
     {"outbox_published",
      "WITH o AS (UPDATE outbox SET state = 'published', published_at = now() "
      "WHERE id = ANY($1::bigint[]) AND state = 'pending' RETURNING payment_id), "
      "l AS (SELECT p.payment_id FROM payments p JOIN o USING (payment_id) "
-     "WHERE p.status = 'accepted' ORDER BY p.payment_id COLLATE \"C\" FOR UPDATE OF p) "
+     "WHERE p.status = 'accepted' ORDER BY p.payment_id COLLATE \"C\" "
+     "FOR UPDATE OF p SKIP LOCKED) "
      "UPDATE payments p SET status = 'published', updated_at = now() FROM l "
      "WHERE p.payment_id = l.payment_id AND p.status = 'accepted'"},
     {"outbox_unroutable",
