@@ -34,6 +34,10 @@ void api_metrics_init(api_metrics *m)
                                          NULL, "Age of the oldest unpublished outbox row.");
     m->notify_sent = metrics_counter(m->registry, "paygw_api_relay_wakeups_total", NULL,
                                      "Coalesced NOTIFYs sent to the relay after commits.");
+    m->commit_batch_size =
+        metrics_histogram(m->registry, "paygw_api_commit_batch_size", NULL,
+                          "Accepts per group-commit transaction.", metrics_batch_bounds,
+                          metrics_batch_nbounds);
 }
 
 void api_metrics_deinit(api_metrics *m)

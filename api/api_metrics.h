@@ -21,6 +21,7 @@ typedef struct api_metrics {
     metric *outbox_backlog;
     metric *outbox_oldest_age;
     metric *notify_sent;
+    metric *commit_batch_size;
 } api_metrics;
 
 /* api_metrics_init - register every series; abort()s on OOM at start-up. */

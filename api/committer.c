@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <jansson.h>
 #include <sodium.h>
@@ -16,13 +17,32 @@
 #include "shared/log.h"
 
 #define MAX_THREADS 8
+/*
+ * A second batch starts while one is committing only when this many jobs wait,
+ * or when the one in flight has taken OVERLAP_AFTER_NS (a slow or stuck COMMIT
+ * must not hold the others). Otherwise they ride on the next COMMIT together: a
+ * COMMIT per job or two would spend the CPU a loaded machine needs, and the jobs
+ * would wait for the disk anyway.
+ */
+#define OVERLAP_MIN 16
+#define OVERLAP_AFTER_NS 5000000L
+/*
+ * A batch smaller than OVERLAP_MIN waits up to LINGER_NS for company before its
+ * BEGIN. A commit costs about as much CPU as several accepts; at a moderate rate
+ * the lone requests of a few hundred microseconds would each pay for one.
+ */
+#define LINGER_NS 1000000L
 
 struct committer {
     pthread_mutex_t lock;
     pthread_cond_t work;
     accept_job *head, *tail; /* under lock */
+    int queued;              /* under lock: jobs from head to tail */
+    int in_flight;           /* under lock: batches between BEGIN and their answers */
+    struct timespec flight_start; /* under lock: when in_flight last went from 0 to 1 */
     bool stopping;           /* under lock */
     int max_batch;
+    metric *batch_size; /* borrowed */
     int nthreads;
     pthread_t threads[MAX_THREADS];
     db_conn *db[MAX_THREADS];
@@ -149,6 +169,32 @@ static void run_batch(db_conn *db, accept_job **jobs, int n)
             log_warn("accept_row_failed", "event_id=%s", jobs[i]->p.event_id);
 }
 
+static struct timespec ts_plus_ns(struct timespec t, long ns)
+{
+    t.tv_nsec += ns;
+    while (t.tv_nsec >= 1000000000L) {
+        t.tv_nsec -= 1000000000L;
+        t.tv_sec++;
+    }
+    return t;
+}
+
+/* may_start - under lock: a committer may take the queued jobs now. */
+static bool may_start(const committer *c)
+{
+    struct timespec now, due;
+
+    if (c->head == NULL)
+        return false;
+    if (c->in_flight == 0 || c->queued >= OVERLAP_MIN)
+        return true;
+    if (c->in_flight > 1)
+        return false;
+    clock_gettime(CLOCK_REALTIME, &now);
+    due = ts_plus_ns(c->flight_start, OVERLAP_AFTER_NS);
+    return now.tv_sec > due.tv_sec || (now.tv_sec == due.tv_sec && now.tv_nsec >= due.tv_nsec);
+}
+
 static void *committer_main(void *arg)
 {
     worker_arg *wa = arg;
@@ -163,32 +209,57 @@ static void *committer_main(void *arg)
         int n = 0;
 
         pthread_mutex_lock(&c->lock);
-        while (c->head == NULL && !c->stopping)
-            pthread_cond_wait(&c->work, &c->lock);
+        while (!c->stopping && !may_start(c))
+            if (c->head == NULL || c->in_flight > 1) {
+                pthread_cond_wait(&c->work, &c->lock);
+            } else {
+                struct timespec until = ts_plus_ns(c->flight_start, OVERLAP_AFTER_NS);
+                pthread_cond_timedwait(&c->work, &c->lock, &until);
+            }
         if (c->head == NULL && c->stopping) {
             pthread_mutex_unlock(&c->lock);
             break;
+        }
+        if (c->in_flight++ == 0) /* from here on: the other committers leave this batch alone */
+            clock_gettime(CLOCK_REALTIME, &c->flight_start);
+        if (c->queued < OVERLAP_MIN && !c->stopping) {
+            struct timespec until;
+
+            clock_gettime(CLOCK_REALTIME, &until);
+            until = ts_plus_ns(until, LINGER_NS);
+            while (c->queued < OVERLAP_MIN && !c->stopping &&
+                   pthread_cond_timedwait(&c->work, &c->lock, &until) == 0)
+                ;
         }
         /* everything that arrived while the last batch committed rides together */
         while (c->head != NULL && n < c->max_batch) {
             batch[n++] = c->head;
             c->head = c->head->next;
         }
+        c->queued -= n;
         if (c->head == NULL)
             c->tail = NULL;
-        else
+        else if (c->queued >= OVERLAP_MIN)
             pthread_cond_signal(&c->work); /* more is queued: wake another committer */
         pthread_mutex_unlock(&c->lock);
 
+        metrics_observe(c->batch_size, (double)n);
         run_batch(db, batch, n);
         for (int i = 0; i < n; i++)
             batch[i]->done(batch[i]->arg); /* the job may be freed from here on */
+
+        pthread_mutex_lock(&c->lock);
+        c->in_flight--;
+        if (c->head != NULL)
+            pthread_cond_signal(&c->work); /* what queued meanwhile goes next */
+        pthread_mutex_unlock(&c->lock);
     }
     free(batch);
     return NULL;
 }
 
-gw_err committer_start(const char *url, int threads, int max_batch, committer **out)
+gw_err committer_start(const char *url, int threads, int max_batch, metric *batch_size,
+                       committer **out)
 {
     committer *c = calloc(1, sizeof *c);
 
@@ -197,6 +268,7 @@ gw_err committer_start(const char *url, int threads, int max_batch, committer **
     if (threads < 1 || threads > MAX_THREADS)
         threads = 2;
     c->max_batch = max_batch > 0 ? max_batch : 64;
+    c->batch_size = batch_size;
     pthread_mutex_init(&c->lock, NULL);
     pthread_cond_init(&c->work, NULL);
     for (int i = 0; i < threads; i++) {
@@ -249,6 +321,13 @@ void committer_submit(committer *c, accept_job *job)
     else
         c->head = job;
     c->tail = job;
-    pthread_cond_signal(&c->work);
+    c->queued++;
+    /* otherwise the batch in flight wakes a committer when it is done */
+    if (c->in_flight == 0)
+        pthread_cond_signal(&c->work);
+    else if (c->queued == 1 || c->queued == OVERLAP_MIN)
+        /* an idle committer starts watching the batch in flight (OVERLAP_AFTER_NS); a
+         * lingering batch is full; or a second batch may start now */
+        pthread_cond_broadcast(&c->work);
     pthread_mutex_unlock(&c->lock);
 }

@@ -5,6 +5,7 @@
 #include <stddef.h>
 
 #include "shared/err.h"
+#include "shared/metrics.h"
 #include "shared/payment.h"
 
 /* The answer accept_payment() (sql/0001) gave one request. */
@@ -39,9 +40,11 @@ typedef struct committer committer;
 /*
  * committer_start - @threads threads, each with its own connection to @url,
  * each taking up to @max_batch queued jobs into one transaction
- * (accept_batch() in sql/0005). Owned by the caller (committer_stop()).
+ * (accept_batch() in sql/0008); each batch's size goes to @batch_size, a
+ * histogram (borrowed). Owned by the caller (committer_stop()).
  */
-GW_MUSTCHECK gw_err committer_start(const char *url, int threads, int max_batch, committer **out);
+GW_MUSTCHECK gw_err committer_start(const char *url, int threads, int max_batch,
+                                    metric *batch_size, committer **out);
 
 /* committer_stop - finish every queued job, then stop and free. Accepts NULL. */
 void committer_stop(committer *c);

@@ -90,7 +90,7 @@ int main(void)
                     &app.payments.pool) != GW_OK)
         goto cleanup;
     if (committer_start(cfg->database_url, COMMIT_THREADS, COMMIT_MAX_BATCH,
-                        &app.payments.committer) != GW_OK)
+                        am.commit_batch_size, &app.payments.committer) != GW_OK)
         goto cleanup;
     if (outbox_watch_start(cfg->database_url, cfg->outbox_max_backlog, &am, &app.payments.watch) !=
         GW_OK)

@@ -34,6 +34,9 @@ const double metrics_latency_bounds[] = {0.001, 0.0025, 0.005, 0.01, 0.025, 0.05
                                          0.25,  0.5,    1,     2.5,  5,     10,   30};
 const size_t metrics_latency_nbounds = sizeof metrics_latency_bounds / sizeof(double);
 
+const double metrics_batch_bounds[] = {1, 2, 5, 10, 25, 50, 100, 250, 500, 1000};
+const size_t metrics_batch_nbounds = sizeof metrics_batch_bounds / sizeof(double);
+
 metrics *metrics_new(void)
 {
     return calloc(1, sizeof(metrics));

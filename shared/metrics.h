@@ -34,6 +34,9 @@ uint64_t metrics_value(const metric *c);         /* counter value, for tests and
 /* Latency buckets in seconds, 1 ms .. 30 s. */
 extern const double metrics_latency_bounds[];
 extern const size_t metrics_latency_nbounds;
+/* Batch-size buckets, 1 .. 1000 items. */
+extern const double metrics_batch_bounds[];
+extern const size_t metrics_batch_nbounds;
 
 /* metrics_render - the exposition text, new and owned by the caller (free()); NULL on OOM. */
 char *metrics_render(const metrics *m, size_t *len);

@@ -35,7 +35,6 @@ struct relay {
     time_t next_housekeeping, next_backlog;
 };
 
-static const double batch_bounds[] = {1, 2, 5, 10, 25, 50, 100, 250, 500, 1000};
 
 gw_err relay_new(const gw_config *cfg, metrics *m, health *h, relay **out)
 {
@@ -58,7 +57,7 @@ gw_err relay_new(const gw_config *cfg, metrics *m, health *h, relay **out)
                                     "Publishes without a confirm in time; rows left pending.");
     r->m.batch_size =
         metrics_histogram(m, "paygw_relay_batch_size", NULL, "Rows claimed per batch.",
-                          batch_bounds, sizeof batch_bounds / sizeof batch_bounds[0]);
+                          metrics_batch_bounds, metrics_batch_nbounds);
     r->m.confirm_seconds =
         metrics_histogram(m, "paygw_relay_confirm_duration_seconds", NULL,
                           "From the first publish of a batch to its last confirm.",
