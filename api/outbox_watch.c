@@ -75,26 +75,50 @@ static void send_notify(outbox_watch *w)
         metrics_add(w->m->notify_sent, 1);
 }
 
+/*
+ * At most one NOTIFY per NOTIFY_GAP_NS. A NOTIFY is a transaction of its own and
+ * wakes the relay's backend and the relay; one per group commit cost more CPU than
+ * the commits. The first commit after a quiet spell still notifies at once; the
+ * later ones wait at most the gap, and a relay that is busy finds them anyway.
+ */
+#define NOTIFY_GAP_NS 2000000L
+
+static bool ts_before(const struct timespec *a, const struct timespec *b)
+{
+    return a->tv_sec < b->tv_sec || (a->tv_sec == b->tv_sec && a->tv_nsec < b->tv_nsec);
+}
+
+static struct timespec ts_plus_ns(struct timespec t, long ns)
+{
+    t.tv_nsec += ns;
+    while (t.tv_nsec >= 1000000000L) {
+        t.tv_nsec -= 1000000000L;
+        t.tv_sec++;
+    }
+    return t;
+}
+
 static void *watch_main(void *arg)
 {
     outbox_watch *w = arg;
-    struct timespec next;
+    struct timespec next, notify_at;
 
     clock_gettime(CLOCK_REALTIME, &next);
+    notify_at = next;
     pthread_mutex_lock(&w->lock);
     while (!w->stopping) {
-        struct timespec now;
+        struct timespec now, until = next;
 
-        if (w->notify_pending) {
+        clock_gettime(CLOCK_REALTIME, &now);
+        if (w->notify_pending && !ts_before(&now, &notify_at)) {
             w->notify_pending = false; /* everything committed so far rides on this one */
             pthread_mutex_unlock(&w->lock);
             send_notify(w);
             pthread_mutex_lock(&w->lock);
+            notify_at = ts_plus_ns(now, NOTIFY_GAP_NS);
             continue;
         }
-        clock_gettime(CLOCK_REALTIME, &now);
-        if (now.tv_sec > next.tv_sec ||
-            (now.tv_sec == next.tv_sec && now.tv_nsec >= next.tv_nsec)) {
+        if (!ts_before(&now, &next)) {
             pthread_mutex_unlock(&w->lock);
             refresh_backlog(w);
             pthread_mutex_lock(&w->lock);
@@ -102,7 +126,9 @@ static void *watch_main(void *arg)
             next.tv_sec += 1;
             continue;
         }
-        pthread_cond_timedwait(&w->wake, &w->lock, &next);
+        if (w->notify_pending && ts_before(&notify_at, &until))
+            until = notify_at;
+        pthread_cond_timedwait(&w->wake, &w->lock, &until);
     }
     pthread_mutex_unlock(&w->lock);
     return NULL;
