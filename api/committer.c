@@ -13,6 +13,7 @@
 
 #include "shared/canon.h"
 #include "shared/db.h"
+#include "shared/deadline.h"
 #include "shared/failpoint.h"
 #include "shared/log.h"
 
@@ -169,16 +170,6 @@ static void run_batch(db_conn *db, accept_job **jobs, int n)
             log_warn("accept_row_failed", "event_id=%s", jobs[i]->p.event_id);
 }
 
-static struct timespec ts_plus_ns(struct timespec t, long ns)
-{
-    t.tv_nsec += ns;
-    while (t.tv_nsec >= 1000000000L) {
-        t.tv_nsec -= 1000000000L;
-        t.tv_sec++;
-    }
-    return t;
-}
-
 /* may_start - under lock: a committer may take the queued jobs now. */
 static bool may_start(const committer *c)
 {
@@ -191,8 +182,8 @@ static bool may_start(const committer *c)
     if (c->in_flight > 1)
         return false;
     clock_gettime(CLOCK_REALTIME, &now);
-    due = ts_plus_ns(c->flight_start, OVERLAP_AFTER_NS);
-    return now.tv_sec > due.tv_sec || (now.tv_sec == due.tv_sec && now.tv_nsec >= due.tv_nsec);
+    due = deadline_after(c->flight_start, OVERLAP_AFTER_NS);
+    return deadline_passed(&due, &now);
 }
 
 static void *committer_main(void *arg)
@@ -213,7 +204,7 @@ static void *committer_main(void *arg)
             if (c->head == NULL || c->in_flight > 1) {
                 pthread_cond_wait(&c->work, &c->lock);
             } else {
-                struct timespec until = ts_plus_ns(c->flight_start, OVERLAP_AFTER_NS);
+                struct timespec until = deadline_after(c->flight_start, OVERLAP_AFTER_NS);
                 pthread_cond_timedwait(&c->work, &c->lock, &until);
             }
         if (c->head == NULL && c->stopping) {
@@ -223,10 +214,8 @@ static void *committer_main(void *arg)
         if (c->in_flight++ == 0) /* from here on: the other committers leave this batch alone */
             clock_gettime(CLOCK_REALTIME, &c->flight_start);
         if (c->queued < OVERLAP_MIN && !c->stopping) {
-            struct timespec until;
+            struct timespec until = deadline_in(LINGER_NS);
 
-            clock_gettime(CLOCK_REALTIME, &until);
-            until = ts_plus_ns(until, LINGER_NS);
             while (c->queued < OVERLAP_MIN && !c->stopping &&
                    pthread_cond_timedwait(&c->work, &c->lock, &until) == 0)
                 ;

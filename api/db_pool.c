@@ -6,6 +6,8 @@
 #include <stdlib.h>
 #include <time.h>
 
+#include "shared/deadline.h"
+
 struct db_pool {
     pthread_mutex_t lock;
     pthread_cond_t freed;
@@ -55,16 +57,9 @@ void db_pool_free(db_pool *pool)
 
 gw_err db_pool_acquire(db_pool *pool, int wait_ms, db_conn **out)
 {
-    struct timespec deadline;
+    struct timespec deadline = deadline_in((long)wait_ms * 1000000L);
     db_conn *db = NULL;
 
-    clock_gettime(CLOCK_REALTIME, &deadline);
-    deadline.tv_sec += wait_ms / 1000;
-    deadline.tv_nsec += (long)(wait_ms % 1000) * 1000000L;
-    if (deadline.tv_nsec >= 1000000000L) {
-        deadline.tv_sec++;
-        deadline.tv_nsec -= 1000000000L;
-    }
     pthread_mutex_lock(&pool->lock);
     while (pool->nidle == 0) {
         if (pthread_cond_timedwait(&pool->freed, &pool->lock, &deadline) == ETIMEDOUT)

@@ -8,6 +8,7 @@
 #include <time.h>
 
 #include "shared/db.h"
+#include "shared/deadline.h"
 #include "shared/log.h"
 
 struct outbox_watch {
@@ -83,21 +84,6 @@ static void send_notify(outbox_watch *w)
  */
 #define NOTIFY_GAP_NS 2000000L
 
-static bool ts_before(const struct timespec *a, const struct timespec *b)
-{
-    return a->tv_sec < b->tv_sec || (a->tv_sec == b->tv_sec && a->tv_nsec < b->tv_nsec);
-}
-
-static struct timespec ts_plus_ns(struct timespec t, long ns)
-{
-    t.tv_nsec += ns;
-    while (t.tv_nsec >= 1000000000L) {
-        t.tv_nsec -= 1000000000L;
-        t.tv_sec++;
-    }
-    return t;
-}
-
 static void *watch_main(void *arg)
 {
     outbox_watch *w = arg;
@@ -110,15 +96,15 @@ static void *watch_main(void *arg)
         struct timespec now, until = next;
 
         clock_gettime(CLOCK_REALTIME, &now);
-        if (w->notify_pending && !ts_before(&now, &notify_at)) {
+        if (w->notify_pending && deadline_passed(&notify_at, &now)) {
             w->notify_pending = false; /* everything committed so far rides on this one */
             pthread_mutex_unlock(&w->lock);
             send_notify(w);
             pthread_mutex_lock(&w->lock);
-            notify_at = ts_plus_ns(now, NOTIFY_GAP_NS);
+            notify_at = deadline_after(now, NOTIFY_GAP_NS);
             continue;
         }
-        if (!ts_before(&now, &next)) {
+        if (deadline_passed(&next, &now)) {
             pthread_mutex_unlock(&w->lock);
             refresh_backlog(w);
             pthread_mutex_lock(&w->lock);
@@ -126,7 +112,7 @@ static void *watch_main(void *arg)
             next.tv_sec += 1;
             continue;
         }
-        if (w->notify_pending && ts_before(&notify_at, &until))
+        if (w->notify_pending && !deadline_passed(&until, &notify_at))
             until = notify_at;
         pthread_cond_timedwait(&w->wake, &w->lock, &until);
     }
