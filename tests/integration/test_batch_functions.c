@@ -57,6 +57,104 @@ static bool exec_ok(PGconn *c, const char *sql)
     return ok;
 }
 
+/*
+ * Both sides print one line per item from rows (idx, outcome, third column);
+ * how the third column reads differs between accept and settle.
+ */
+typedef void row_printer(PGresult *res, int row, char *out, size_t cap, size_t *len);
+
+static void print_rows(PGresult *res, row_printer *print, char *out, size_t cap, size_t *len)
+{
+    for (int r = 0; r < PQntuples(res); r++)
+        print(res, r, out, cap, len);
+}
+
+/*
+ * run_batch - @sql with the items @arr (stolen) as $1 in one transaction, the
+ * way the programs call it: one line per item into @out, or "error".
+ */
+static void run_batch(PGconn *c, const char *sql, json_t *arr, int n, row_printer *print,
+                      char *out, size_t cap)
+{
+    char *text = json_dumps(arr, JSON_COMPACT);
+    const char *params[1] = {text};
+    PGresult *res;
+    size_t len = 0;
+
+    json_decref(arr);
+    out[0] = '\0';
+    exec_ok(c, "BEGIN");
+    res = PQexecParams(c, sql, 1, NULL, params, NULL, NULL, 0);
+    if (PQresultStatus(res) != PGRES_TUPLES_OK) {
+        snprintf(out, cap, "error");
+        exec_ok(c, "ROLLBACK");
+    } else {
+        CHECK_INT(PQntuples(res), n);
+        for (int r = 0; r < PQntuples(res); r++)
+            CHECK_INT(atoi(PQgetvalue(res, r, 0)), r); /* rows come in item order */
+        print_rows(res, print, out, cap, &len);
+        exec_ok(c, "COMMIT");
+    }
+    PQclear(res);
+    free(text);
+}
+
+/*
+ * run_row - one item through the single-item function, inside the caller's
+ * transaction; on an error the transaction is rolled back, @out says "error"
+ * and false is returned.
+ */
+static bool run_row(PGconn *c, const char *sql, int nparams, const char *const *params,
+                    row_printer *print, char *out, size_t cap, size_t *len)
+{
+    PGresult *res = PQexecParams(c, sql, nparams, NULL, params, NULL, NULL, 0);
+    bool ok = PQresultStatus(res) == PGRES_TUPLES_OK;
+
+    if (ok) {
+        print_rows(res, print, out, cap, len);
+    } else {
+        snprintf(out, cap, "error");
+        exec_ok(c, "ROLLBACK");
+    }
+    PQclear(res);
+    return ok;
+}
+
+/*
+ * same_batch - both sides answered alike and wrote alike (@state_of describes
+ * what a database holds); false when the answers differ.
+ */
+static bool same_batch(tdb *a, tdb *b, const char *got, const char *want,
+                       char *(*state_of)(tdb *))
+{
+    char *sa, *sb;
+
+    if (!CHECK_STR(got, want))
+        return false;
+    sa = state_of(a);
+    sb = state_of(b);
+    CHECK_STR(sa, sb);
+    free(sa);
+    free(sb);
+    return true;
+}
+
+/* Count the batches whose answer contains each of @marks ("error" is a whole answer). */
+static void tally(const char *got, const char *const *marks, int n, int *seen)
+{
+    for (int i = 0; i < n; i++)
+        seen[i] += strcmp(marks[i], "error") == 0 ? strcmp(got, "error") == 0
+                                                  : strstr(got, marks[i]) != NULL;
+}
+
+/* The draw must have produced every outcome, or the comparison proved little. */
+static void check_all_seen(const char *const *marks, int n, const int *seen)
+{
+    for (int i = 0; i < n; i++)
+        if (!CHECK(seen[i] > 0))
+            printf("# outcome %s never happened\n", marks[i]);
+}
+
 static int accept_by_payment_id(const void *a, const void *b)
 {
     return strcmp(((const accept_item *)a)->payment_id, ((const accept_item *)b)->payment_id);
@@ -90,38 +188,21 @@ static json_t *item_json(const accept_item *it)
                      "2026-11-30T12:00:00Z");
 }
 
-/* One line per item, "outcome|response", or "error" for the whole batch. */
+/* "outcome|response" */
+static void print_accept_row(PGresult *res, int row, char *out, size_t cap, size_t *len)
+{
+    *len += (size_t)snprintf(out + *len, cap - *len, "%s|%s\n", PQgetvalue(res, row, 1),
+                             PQgetvalue(res, row, 2));
+}
+
 static void accept_set_based(PGconn *c, const accept_item *items, int n, char *out, size_t cap)
 {
     json_t *arr = json_array();
-    char *text;
-    const char *params[1];
-    PGresult *res;
-    size_t len = 0;
 
     for (int i = 0; i < n; i++)
         json_array_append_new(arr, item_json(&items[i]));
-    text = json_dumps(arr, JSON_COMPACT);
-    json_decref(arr);
-    params[0] = text;
-    out[0] = '\0';
-    exec_ok(c, "BEGIN");
-    res = PQexecParams(c, "SELECT idx, outcome, response_body FROM accept_batch($1::jsonb)", 1,
-                       NULL, params, NULL, NULL, 0);
-    if (PQresultStatus(res) != PGRES_TUPLES_OK) {
-        snprintf(out, cap, "error");
-        exec_ok(c, "ROLLBACK");
-    } else {
-        CHECK_INT(PQntuples(res), n);
-        for (int r = 0; r < PQntuples(res); r++) {
-            CHECK_INT(atoi(PQgetvalue(res, r, 0)), r); /* rows come in item order */
-            len += (size_t)snprintf(out + len, cap - len, "%s|%s\n", PQgetvalue(res, r, 1),
-                                    PQgetvalue(res, r, 2));
-        }
-        exec_ok(c, "COMMIT");
-    }
-    PQclear(res);
-    free(text);
+    run_batch(c, "SELECT idx, outcome, response_body FROM accept_batch($1::jsonb)", arr, n,
+              print_accept_row, out, cap);
 }
 
 static void accept_row_by_row(PGconn *c, const accept_item *items, int n, char *out, size_t cap)
@@ -135,21 +216,14 @@ static void accept_row_by_row(PGconn *c, const accept_item *items, int n, char *
         const char *params[] = {it->event_id, it->payment_id, it->method, it->decision,
                                 "1234", it->currency, "001", "12345-6", "2026-11-30T12:00:00Z",
                                 it->fingerprint, it->body, NULL, it->response};
-        PGresult *res = PQexecParams(
+        bool ok = run_row(
             c,
-            "SELECT outcome, response_body FROM accept_payment($1, $2, $3, $4, $5::bigint, $6, "
-            "$7, $8, $9::timestamptz, decode($10, 'hex'), $11, $12, $13)",
-            13, NULL, params, NULL, NULL, 0);
+            "SELECT 0, outcome, response_body FROM accept_payment($1, $2, $3, $4, $5::bigint, "
+            "$6, $7, $8, $9::timestamptz, decode($10, 'hex'), $11, $12, $13)",
+            13, params, print_accept_row, out, cap, &len);
 
-        if (PQresultStatus(res) != PGRES_TUPLES_OK) {
-            PQclear(res);
-            snprintf(out, cap, "error");
-            exec_ok(c, "ROLLBACK");
+        if (!ok)
             return;
-        }
-        len += (size_t)snprintf(out + len, cap - len, "%s|%s\n", PQgetvalue(res, 0, 0),
-                                PQgetvalue(res, 0, 1));
-        PQclear(res);
     }
     exec_ok(c, "COMMIT");
 }
@@ -174,8 +248,11 @@ static void test_accept_same_as_row_by_row(void)
     tdb *a = tdb_create(true), *b = tdb_create(true);
     PGconn *ca = a ? connect_to(tdb_url(a)) : NULL, *cb = b ? connect_to(tdb_url(b)) : NULL;
     PGconn *la = a ? connect_to(tdb_url(a)) : NULL, *lb = b ? connect_to(tdb_url(b)) : NULL;
+    static const char *const marks[] = {"accepted|", "replay|", "key_reused|",
+                                        "payment_decided|", "in_flight|", "error"};
+    enum { NMARKS = sizeof marks / sizeof marks[0] };
     static char got[4096], want[4096];
-    int outcomes_seen[6] = {0};
+    int seen[NMARKS] = {0};
 
     if (ca == NULL || cb == NULL || la == NULL || lb == NULL)
         goto out;
@@ -184,7 +261,6 @@ static void test_accept_same_as_row_by_row(void)
         accept_item items[MAX_ITEMS];
         int n = 1 + rand() % MAX_ITEMS;
         bool hold = rand() % 4 == 0;
-        char *sa, *sb;
 
         /* A quarter of the batches may hold one event twice (accept_batch() then goes row by
          * row); the others draw distinct events and take the set-based path. */
@@ -219,25 +295,12 @@ static void test_accept_same_as_row_by_row(void)
             exec_ok(lb, "SELECT pg_advisory_unlock_all()");
         }
         tcheck_context("accept batch %d of %d items", batch, n);
-        if (!CHECK_STR(got, want))
+        if (!same_batch(a, b, got, want, accept_state_of))
             break;
-        sa = accept_state_of(a);
-        sb = accept_state_of(b);
-        CHECK_STR(sa, sb);
-        free(sa);
-        free(sb);
-        outcomes_seen[0] += strstr(got, "accepted|") != NULL;
-        outcomes_seen[1] += strstr(got, "replay|") != NULL;
-        outcomes_seen[2] += strstr(got, "key_reused|") != NULL;
-        outcomes_seen[3] += strstr(got, "payment_decided|") != NULL;
-        outcomes_seen[4] += strstr(got, "in_flight|") != NULL;
-        outcomes_seen[5] += strcmp(got, "error") == 0;
+        tally(got, marks, NMARKS, seen);
     }
     tcheck_context_clear();
-    /* the draw must have produced every outcome, or the comparison proved little */
-    for (int i = 0; i < 6; i++)
-        if (!CHECK(outcomes_seen[i] > 0))
-            printf("# outcome %d never happened\n", i);
+    check_all_seen(marks, NMARKS, seen);
 out:
     PQfinish(ca);
     PQfinish(cb);
@@ -291,45 +354,23 @@ static void random_settle_item(settle_item *it, int gen, int e)
              rand() % 150 == 0 ? "99999999999" : rand() % 2 ? "1" : "2"); /* out of range: error */
 }
 
-/* One line per item, "outcome|has_seconds", or "error" for the whole batch. */
-static void print_settle_rows(PGresult *res, char *out, size_t cap, size_t *len)
+/* "outcome|1" when it has seconds (a settle), "outcome|0" otherwise */
+static void print_settle_row(PGresult *res, int row, char *out, size_t cap, size_t *len)
 {
-    for (int r = 0; r < PQntuples(res); r++)
-        *len += (size_t)snprintf(out + *len, cap - *len, "%s|%d\n", PQgetvalue(res, r, 1),
-                                 !PQgetisnull(res, r, 2));
+    *len += (size_t)snprintf(out + *len, cap - *len, "%s|%d\n", PQgetvalue(res, row, 1),
+                             !PQgetisnull(res, row, 2));
 }
 
 static void settle_set_based(PGconn *c, const settle_item *items, int n, char *out, size_t cap)
 {
     json_t *arr = json_array();
-    char *text;
-    const char *params[1];
-    PGresult *res;
-    size_t len = 0;
 
     for (int i = 0; i < n; i++)
         json_array_append_new(arr, json_pack("{s:s,s:s,s:o}", "event_id", items[i].event_id,
                                              "payment_id", items[i].payment_id, "attempt",
                                              json_integer(atoll(items[i].attempt))));
-    text = json_dumps(arr, JSON_COMPACT);
-    json_decref(arr);
-    params[0] = text;
-    exec_ok(c, "BEGIN");
-    res = PQexecParams(c, "SELECT idx, outcome, seconds FROM settle_batch($1::jsonb)", 1, NULL,
-                       params, NULL, NULL, 0);
-    if (PQresultStatus(res) != PGRES_TUPLES_OK) {
-        snprintf(out, cap, "error");
-        exec_ok(c, "ROLLBACK");
-    } else {
-        CHECK_INT(PQntuples(res), n);
-        for (int r = 0; r < PQntuples(res); r++)
-            CHECK_INT(atoi(PQgetvalue(res, r, 0)), r);
-        out[0] = '\0';
-        print_settle_rows(res, out, cap, &len);
-        exec_ok(c, "COMMIT");
-    }
-    PQclear(res);
-    free(text);
+    run_batch(c, "SELECT idx, outcome, seconds FROM settle_batch($1::jsonb)", arr, n,
+              print_settle_row, out, cap);
 }
 
 static void settle_row_by_row(PGconn *c, const settle_item *items, int n, char *out, size_t cap)
@@ -340,18 +381,10 @@ static void settle_row_by_row(PGconn *c, const settle_item *items, int n, char *
     exec_ok(c, "BEGIN");
     for (int i = 0; i < n; i++) {
         const char *params[] = {items[i].event_id, items[i].payment_id, items[i].attempt};
-        PGresult *res = PQexecParams(
-            c, "SELECT 0, outcome, seconds FROM settle_payment($1, $2, $3::integer)", 3, NULL,
-            params, NULL, NULL, 0);
 
-        if (PQresultStatus(res) != PGRES_TUPLES_OK) {
-            PQclear(res);
-            snprintf(out, cap, "error");
-            exec_ok(c, "ROLLBACK");
+        if (!run_row(c, "SELECT 0, outcome, seconds FROM settle_payment($1, $2, $3::integer)", 3,
+                     params, print_settle_row, out, cap, &len))
             return;
-        }
-        print_settle_rows(res, out, cap, &len);
-        PQclear(res);
     }
     exec_ok(c, "COMMIT");
 }
@@ -374,8 +407,11 @@ static void test_settle_same_as_row_by_row(void)
 {
     tdb *a = tdb_create(true), *b = tdb_create(true);
     PGconn *ca = a ? connect_to(tdb_url(a)) : NULL, *cb = b ? connect_to(tdb_url(b)) : NULL;
+    static const char *const marks[] = {"settled|1", "duplicate|0", "terminal|0",
+                                        "unknown_payment|0", "error"};
+    enum { NMARKS = sizeof marks / sizeof marks[0] };
     static char got[4096], want[4096];
-    int seen[5] = {0};
+    int seen[NMARKS] = {0};
 
     if (ca == NULL || cb == NULL)
         goto out;
@@ -384,7 +420,6 @@ static void test_settle_same_as_row_by_row(void)
         settle_item items[MAX_ITEMS];
         int n = 1 + rand() % MAX_ITEMS, gen = batch / GENERATION;
         bool twice = rand() % 4 == 0; /* may hold one event twice: the row-by-row path */
-        char *sa, *sb;
 
         if (batch % GENERATION == 0 && !(seed_payments(ca, gen) && seed_payments(cb, gen)))
             break;
@@ -396,23 +431,12 @@ static void test_settle_same_as_row_by_row(void)
         settle_set_based(ca, items, n, got, sizeof got);
         settle_row_by_row(cb, items, n, want, sizeof want);
         tcheck_context("settle batch %d of %d items", batch, n);
-        if (!CHECK_STR(got, want))
+        if (!same_batch(a, b, got, want, settle_state_of))
             break;
-        sa = settle_state_of(a);
-        sb = settle_state_of(b);
-        CHECK_STR(sa, sb);
-        free(sa);
-        free(sb);
-        seen[0] += strstr(got, "settled|1") != NULL;
-        seen[1] += strstr(got, "duplicate|0") != NULL;
-        seen[2] += strstr(got, "terminal|0") != NULL;
-        seen[3] += strstr(got, "unknown_payment|0") != NULL;
-        seen[4] += strcmp(got, "error") == 0;
+        tally(got, marks, NMARKS, seen);
     }
     tcheck_context_clear();
-    for (int i = 0; i < 5; i++)
-        if (!CHECK(seen[i] > 0))
-            printf("# settle outcome %d never happened\n", i);
+    check_all_seen(marks, NMARKS, seen);
 out:
     PQfinish(ca);
     PQfinish(cb);
