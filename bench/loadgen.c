@@ -38,6 +38,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "clock_seconds.h"
+
 #define MAX_CONNS     4096
 #define REQ_CAP       1024
 #define IN_CAP        8192
@@ -77,20 +79,6 @@ static double max_latency;
 static double t0, t_measure, t_end, wall_offset;
 static FILE *req_log;
 static volatile sig_atomic_t interrupted;
-
-static double mono(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
-static double wall(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
 
 static void die(const char *msg)
 {
@@ -409,8 +397,8 @@ int main(int argc, char **argv)
             die("cannot connect to the API");
     }
 
-    now = mono();
-    wall_offset = wall() - now;
+    now = clock_seconds(CLOCK_MONOTONIC);
+    wall_offset = clock_seconds(CLOCK_REALTIME) - now;
     t0 = now;
     t_measure = t0 + opt.warmup;
     t_end = t_measure + opt.duration;
@@ -422,7 +410,7 @@ int main(int argc, char **argv)
         int timeout_ms = 50, n;
         uint64_t queued = 0;
 
-        now = mono();
+        now = clock_seconds(CLOCK_MONOTONIC);
         if (interrupted)
             break;
         if (now >= t_end && (inflight == 0 || now >= t_end + DRAIN_S))
@@ -463,7 +451,7 @@ int main(int argc, char **argv)
             }
         }
         n = epoll_wait(ep, evs, 256, timeout_ms);
-        now = mono();
+        now = clock_seconds(CLOCK_MONOTONIC);
         for (int i = 0; i < n; i++) {
             conn *c = evs[i].data.ptr;
 

@@ -30,15 +30,10 @@
 #include <amqp.h>
 #include <amqp_tcp_socket.h>
 
+#include "clock_seconds.h"
+
 #define CH                1
 #define CONFIRM_TIMEOUT_S 10
-
-static double mono(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
 
 static void die(const char *what)
 {
@@ -243,7 +238,7 @@ static int cmd_publish(const char *url, long count, int window, const char *tpl,
     p.headers.num_entries = 1;
     p.headers.entries = h;
 
-    t0 = mono();
+    t0 = clock_seconds(CLOCK_MONOTONIC);
     while (k.acked + k.nacked < (uint64_t)count) {
         /* keep the window full */
         while (published < (uint64_t)count && published - (k.acked + k.nacked) < (uint64_t)window) {
@@ -271,10 +266,10 @@ static int cmd_publish(const char *url, long count, int window, const char *tpl,
             if (!read_one(c, &tv, &k))
                 die("no confirm within 10 s");
         }
-        if (mono() - t0 > 3600)
+        if (clock_seconds(CLOCK_MONOTONIC) - t0 > 3600)
             die("gave up after an hour");
     }
-    secs = mono() - t0;
+    secs = clock_seconds(CLOCK_MONOTONIC) - t0;
     close_conn(c);
     printf("{\"count\":%ld,\"window\":%d,\"seconds\":%.3f,\"rate\":%.1f,\"acked\":%llu,"
            "\"nacked\":%llu,\"returned\":%llu,\"avg_body_bytes\":%.0f}\n",
