@@ -40,7 +40,7 @@ struct committer {
     accept_job *head, *tail; /* under lock */
     int queued;              /* under lock: jobs from head to tail */
     int in_flight;           /* under lock: batches between BEGIN and their answers */
-    struct timespec flight_start; /* under lock: when in_flight last went from 0 to 1 */
+    struct timespec flight_start; /* under lock: since when the batch(es) in flight hold the rest */
     bool stopping;           /* under lock */
     int max_batch;
     metric *batch_size; /* borrowed */
@@ -238,7 +238,8 @@ static void *committer_main(void *arg)
             batch[i]->done(batch[i]->arg); /* the job may be freed from here on */
 
         pthread_mutex_lock(&c->lock);
-        c->in_flight--;
+        if (--c->in_flight > 0) /* the other batch's age is not kept: its wait starts now */
+            clock_gettime(CLOCK_REALTIME, &c->flight_start);
         if (c->head != NULL)
             pthread_cond_signal(&c->work); /* what queued meanwhile goes next */
         pthread_mutex_unlock(&c->lock);

@@ -36,7 +36,7 @@
 
 #define HTTP_THREADS     8
 #define DB_POOL_SIZE     4 /* reads and admin; accepts go through the committer */
-#define COMMIT_THREADS   2 /* one collects while the other waits for its WAL flush */
+#define COMMIT_THREADS   2 /* the second starts a batch when the first's COMMIT is slow or many wait */
 #define COMMIT_MAX_BATCH 128
 #define CONNECTION_LIMIT 4000 /* with epoll, idle connections cost memory, not threads */
 #define PER_IP_LIMIT     1000 /* so one client's slow connections cannot take every slot */
