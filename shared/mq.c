@@ -154,8 +154,9 @@ void mq_close(mq_conn *c)
     if (c == NULL)
         return;
     if (c->state != NULL) {
-        if (c->open) {
-            /* best effort: the peer may be gone already */
+        /* best effort: the peer may be gone already; a blocked connection is not read by the
+         * broker, so a close would only wait out the rpc timeout twice */
+        if (c->open && !c->blocked) {
             (void)amqp_channel_close(c->state, MQ_CHANNEL, AMQP_REPLY_SUCCESS);
             (void)amqp_connection_close(c->state, AMQP_REPLY_SUCCESS);
         }

@@ -31,10 +31,20 @@ struct relay {
     mq_conn *mq;
     bool listening;
     relay_metrics m;
-    metric *backlog, *oldest_age, *purged;
+    metric *backlog, *oldest_age, *purged, *blocked;
     time_t next_housekeeping, next_backlog;
+    long unblocked_ms; /* when the broker last lifted a block: confirm timeouts count from here */
+    long blocked_ms;   /* when the current block began */
+    long stop_ms;      /* when the stop was first seen; 0 before */
 };
 
+static long now_ms(void)
+{
+    struct timespec t;
+
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return t.tv_sec * 1000 + t.tv_nsec / 1000000;
+}
 
 gw_err relay_new(const gw_config *cfg, metrics *m, health *h, relay **out)
 {
@@ -67,6 +77,8 @@ gw_err relay_new(const gw_config *cfg, metrics *m, health *h, relay **out)
                                   "Age of the oldest unpublished outbox row.");
     r->purged = metrics_counter(m, "paygw_relay_outbox_purged_total", NULL,
                                 "Published outbox rows deleted after the retention.");
+    r->blocked = metrics_gauge(m, "paygw_relay_broker_blocked", NULL,
+                               "1 while the broker blocks publishing (memory or disk alarm).");
     *out = r;
     return GW_OK;
 }
@@ -77,7 +89,7 @@ void relay_set_health(relay *r, health *h)
 }
 
 static void drop_db(relay *r)
-{
+{ /* a lane's rollback leaves its rows pending; the broker's confirms for them no longer matter */
     for (int i = 0; i < LANES; i++) {
         relay_lane_close(r->lanes[i]);
         r->lanes[i] = NULL;
@@ -87,10 +99,19 @@ static void drop_db(relay *r)
     health_set_db(r->health, false);
 }
 
+static void finish_all(relay *r, bool timed_out);
+
+/*
+ * drop_mq - close the broker connection. Delivery tags are numbered per
+ * channel, so a lane never outlives the channel that published its batch: what
+ * was confirmed is marked, the rest stays pending (published again later).
+ */
 static void drop_mq(relay *r)
 {
+    finish_all(r, false);
     mq_close(r->mq);
     r->mq = NULL;
+    metrics_set(r->blocked, 0);
     health_set_mq(r->health, false);
 }
 
@@ -160,21 +181,66 @@ static void finish_all(relay *r, bool timed_out)
 }
 
 /*
- * relay_cycle - keep both lanes going: start a batch in an idle lane (unless
- * stopping), then read confirms until the oldest lane's batch is settled or
- * times out, and finish it (marks, COMMIT). While one lane waits for its
- * confirms, the other's rows are already published. *@more says a full batch
- * was claimed (more may be waiting).
+ * pump_event - read one broker event within @timeout_ms and hand it to the
+ * lanes: a tag or a message_id names one lane's row, blocked or not.
+ * GW_ERR_RETRY on timeout; GW_ERR_MQ when the connection is gone.
  */
-static gw_err relay_cycle(relay *r, bool stopping, bool *more)
+static gw_err pump_event(relay *r, int timeout_ms)
+{
+    mq_event ev;
+    gw_err err = mq_next_event(r->mq, timeout_ms, &ev);
+
+    if (err != GW_OK)
+        return err;
+    if (ev.kind == MQ_EV_BLOCKED) {
+        r->blocked_ms = now_ms();
+        metrics_set(r->blocked, 1);
+        log_warn("relay_blocked", "batches_in_flight=%d", any_busy(r));
+    } else if (ev.kind == MQ_EV_UNBLOCKED) {
+        r->unblocked_ms = now_ms();
+        metrics_set(r->blocked, 0);
+        log_info("relay_unblocked", "blocked_ms=%ld", r->unblocked_ms - r->blocked_ms);
+    }
+    for (int i = 0; i < LANES; i++)
+        relay_lane_event(r->lanes[i], &ev);
+    return GW_OK;
+}
+
+/*
+ * confirm_wait_ms - how long to wait for the oldest lane's next confirm; <= 0:
+ * give its batch up. Only time the broker let us publish counts, so a block
+ * (a memory or disk alarm) does not time a batch out, within limits.
+ */
+static long confirm_wait_ms(relay *r, relay_lane *old, volatile sig_atomic_t *stop)
+{
+    long now = now_ms(), unblocked = now - r->unblocked_ms, age = relay_lane_age_ms(old);
+
+    if (*stop && r->stop_ms == 0)
+        r->stop_ms = now;
+    if (!mq_blocked(r->mq))
+        return RELAY_CONFIRM_TIMEOUT_MS - (age < unblocked ? age : unblocked);
+    if (r->stop_ms != 0 && now - r->stop_ms >= RELAY_STOP_BLOCKED_MS)
+        return 0;
+    if (now - r->blocked_ms >= RELAY_BLOCKED_MAX_MS)
+        return 0;
+    return 200; /* short slices: a stop must be seen */
+}
+
+/*
+ * relay_cycle - keep both lanes going: start a batch in an idle lane (unless
+ * stopping or blocked), then read confirms until the oldest lane's batch is
+ * settled or given up, and finish it (marks, COMMIT). While one lane waits for
+ * its confirms, the other's rows are already published. *@more says a full
+ * batch was claimed (more may be waiting).
+ */
+static gw_err relay_cycle(relay *r, volatile sig_atomic_t *stop, bool *more)
 {
     relay_lane *old;
     size_t claimed;
     gw_err err;
-    mq_event ev;
 
     *more = false;
-    for (int i = 0; i < LANES && !stopping; i++) {
+    for (int i = 0; i < LANES && !*stop && !mq_blocked(r->mq); i++) {
         int k = (r->oldest + i) % LANES;
 
         if (relay_lane_busy(r->lanes[k]))
@@ -182,35 +248,28 @@ static gw_err relay_cycle(relay *r, bool stopping, bool *more)
         if (!any_busy(r))
             r->oldest = k;
         err = relay_lane_start(r->lanes[k], r->mq, RELAY_BATCH_SIZE, &claimed);
-        if (err == GW_ERR_MQ) {
-            finish_all(r, false);
-            return err;
-        }
         if (err != GW_OK)
-            return err;
+            return err; /* GW_ERR_MQ: drop_mq() finishes the lane */
         *more = claimed == RELAY_BATCH_SIZE;
         break; /* one new batch per cycle: the other lane is either busy or not needed */
     }
     old = r->lanes[r->oldest];
-    if (!relay_lane_busy(old))
+    if (!relay_lane_busy(old)) {
+        if (mq_blocked(r->mq))
+            return pump_event(r, 200) == GW_ERR_MQ ? GW_ERR_MQ : GW_OK; /* wait for unblock */
         return GW_OK;
+    }
     while (relay_lane_waiting(old) > 0) {
-        long left = RELAY_CONFIRM_TIMEOUT_MS - relay_lane_age_ms(old);
+        long left = confirm_wait_ms(r, old, stop);
 
         if (left <= 0) {
             /* late confirms would confuse the next batch: reconnect */
             finish_all(r, true);
             return GW_ERR_MQ;
         }
-        err = mq_next_event(r->mq, (int)left, &ev);
-        if (err == GW_ERR_RETRY)
-            continue;
-        if (err != GW_OK) {
-            finish_all(r, false); /* what was acked so far is still marked */
-            return err;
-        }
-        for (int i = 0; i < LANES; i++) /* a tag or a message_id names one lane's row */
-            relay_lane_event(r->lanes[i], &ev);
+        err = pump_event(r, (int)left);
+        if (err != GW_OK && err != GW_ERR_RETRY)
+            return err; /* drop_mq() keeps what was acked so far */
     }
     err = relay_lane_finish(old, false);
     r->oldest = (r->oldest + 1) % LANES;
@@ -250,7 +309,6 @@ static gw_err wait_for_work(relay *r)
 {
     struct pollfd fds[2] = {{PQsocket(db_pg(r->db)), POLLIN, 0}, {mq_fd(r->mq), POLLIN, 0}};
     PGnotify *n;
-    mq_event ev;
     gw_err err;
     bool woken = false;
 
@@ -269,7 +327,7 @@ static gw_err wait_for_work(relay *r)
         return GW_OK; /* EINTR: the loop checks the stop flag */
     if (fds[1].revents) {
         /* heartbeats, connection.blocked, or a close */
-        err = mq_next_event(r->mq, 1, &ev);
+        err = pump_event(r, 1);
         if (err == GW_ERR_MQ)
             return err;
     }
@@ -302,14 +360,7 @@ void relay_run(relay *r, volatile sig_atomic_t *stop)
             backoff_wait(&bo, stop);
             continue;
         }
-        if (mq_blocked(r->mq)) {
-            /* the broker is out of memory or disk: publishing now would hang */
-            mq_event ev;
-            if (mq_next_event(r->mq, 500, &ev) == GW_ERR_MQ)
-                drop_mq(r);
-            continue;
-        }
-        err = relay_cycle(r, *stop, &more);
+        err = relay_cycle(r, stop, &more);
         if (err == GW_ERR_MQ) {
             drop_mq(r);
             backoff_wait(&bo, stop);
@@ -326,6 +377,8 @@ void relay_run(relay *r, volatile sig_atomic_t *stop)
         if (more || any_busy(r))
             continue;
         housekeeping(r);
+        if (mq_blocked(r->mq))
+            continue; /* relay_cycle() waits for the unblock */
         err = wait_for_work(r);
         if (err == GW_ERR_MQ)
             drop_mq(r);

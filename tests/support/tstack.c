@@ -57,29 +57,41 @@ int tstack_run(const char *verb, const char *what)
 
 pid_t tstack_guard_start(const char *what, int *done_fd)
 {
+    const char *args[] = {"start", what, NULL};
+
+    return tstack_guard_cmd(args, done_fd);
+}
+
+pid_t tstack_guard_cmd(const char *const *args, int *done_fd)
+{
     const char *stack = tstack_bin();
-    int fds[2];
+    const char *argv[16];
+    int fds[2], n = 0;
     pid_t pid;
 
     *done_fd = -1;
+    argv[n++] = stack;
+    for (; args[n - 1] != NULL && n < 15; n++)
+        argv[n] = args[n - 1];
+    argv[n] = NULL;
     if (stack == NULL || pipe2(fds, O_CLOEXEC) != 0)
         return -1;
     fflush(NULL);
     pid = fork();
     if (pid == 0) {
         char c;
-        ssize_t n;
+        ssize_t r;
 
         setsid(); /* out of the test's process group: meson's timeout kill must not reach us */
         signal(SIGTERM, SIG_IGN);
         signal(SIGINT, SIG_IGN);
         close(fds[1]);
         do
-            n = read(fds[0], &c, 1);
-        while (n < 0 && errno == EINTR);
-        if (n == 1)
-            _exit(0); /* the test restarted it itself */
-        execl(stack, stack, "start", what, (char *)NULL);
+            r = read(fds[0], &c, 1);
+        while (r < 0 && errno == EINTR);
+        if (r == 1)
+            _exit(0); /* the test undid it itself */
+        execv(stack, (char *const *)argv);
         _exit(127);
     }
     close(fds[0]);
@@ -101,12 +113,12 @@ void tstack_guard_done(pid_t guard, int done_fd)
     waitpid(guard, NULL, 0);
 }
 
-/* Run "$GW_STACK vhost @name [--delete]"; its first stdout line in @out (may be NULL). */
-static int run_vhost(const char *name, bool delete, char *out, size_t len)
+int tstack_capture(const char *const *args, char *out, size_t len)
 {
     const char *stack = tstack_bin();
+    const char *argv[16];
     size_t got = 0;
-    int fds[2];
+    int fds[2], n = 0;
     pid_t pid;
 
     if (out != NULL)
@@ -115,6 +127,10 @@ static int run_vhost(const char *name, bool delete, char *out, size_t len)
         fprintf(stderr, "tstack: GW_STACK is not set\n");
         return -1;
     }
+    argv[n++] = stack;
+    for (; args[n - 1] != NULL && n < 15; n++)
+        argv[n] = args[n - 1];
+    argv[n] = NULL;
     if (pipe(fds) != 0)
         return -1;
     fflush(NULL);
@@ -123,10 +139,7 @@ static int run_vhost(const char *name, bool delete, char *out, size_t len)
         dup2(fds[1], 1);
         close(fds[0]);
         close(fds[1]);
-        if (delete)
-            execl(stack, stack, "vhost", name, "--delete", (char *)NULL);
-        else
-            execl(stack, stack, "vhost", name, (char *)NULL);
+        execv(stack, (char *const *)argv);
         _exit(127);
     }
     close(fds[1]);
@@ -151,6 +164,14 @@ static int run_vhost(const char *name, bool delete, char *out, size_t len)
         out[strcspn(out, "\r\n")] = '\0';
     }
     return wait_status(pid);
+}
+
+/* Run "$GW_STACK vhost @name [--delete]"; its first stdout line in @out (may be NULL). */
+static int run_vhost(const char *name, bool delete, char *out, size_t len)
+{
+    const char *args[] = {"vhost", name, delete ? "--delete" : NULL, NULL};
+
+    return tstack_capture(args, out, len);
 }
 
 char *tstack_vhost_create(const char *name)

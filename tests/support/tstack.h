@@ -22,7 +22,16 @@ int tstack_run(const char *verb, const char *what);
  * the server again itself.
  */
 pid_t tstack_guard_start(const char *what, int *done_fd);
+/* tstack_guard_cmd - the same guard, running "$GW_STACK @args..." (NULL-terminated, < 15). */
+pid_t tstack_guard_cmd(const char *const *args, int *done_fd);
 void tstack_guard_done(pid_t guard, int done_fd);
+
+/*
+ * tstack_capture - run "$GW_STACK @args..." (NULL-terminated, fewer than 15);
+ * the first line of its stdout in @out (may be NULL), its stderr on ours. Its
+ * exit status, -1 when it could not run.
+ */
+int tstack_capture(const char *const *args, char *out, size_t len);
 
 /*
  * tstack_vhost_create - "$GW_STACK vhost @name": a new vhost for guest; its
