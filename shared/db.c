@@ -72,7 +72,12 @@ static gw_err db_connect(db_conn *db)
         return GW_ERR_DB;
     }
     /* shorter than the 10 s stop deadline, so a stuck query cannot hold a shutdown */
-    if (db_exec(db, "SET statement_timeout = '5s'") != GW_OK)
+    if (db_exec(db, "SET statement_timeout = '" DB_STATEMENT_TIMEOUT "'") != GW_OK)
+        return GW_ERR_DB;
+    /* a transaction left open (a wait on the broker that never ends, a bug) cannot hold its
+     * row locks and vacuum's horizon for longer than this: PostgreSQL ends the session */
+    if (db_exec(db, "SET idle_in_transaction_session_timeout = '" DB_IDLE_IN_TRANSACTION "'") !=
+        GW_OK)
         return GW_ERR_DB;
     for (size_t i = 0; i < db->nstmts; i++) {
         res = PQprepare(db->pg, db->stmts[i].name, db->stmts[i].sql, 0, NULL);

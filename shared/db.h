@@ -21,8 +21,16 @@ typedef struct db_stmt {
 typedef struct db_conn db_conn;
 
 /*
+ * Every session's bounds. The longest a program keeps a transaction idle on
+ * purpose is the relay's batch while the broker blocks it (RELAY_BLOCKED_MAX_MS,
+ * 30 s, in worker/relay.h); docs/decisions.md 13 lists the others.
+ */
+#define DB_STATEMENT_TIMEOUT   "5s"
+#define DB_IDLE_IN_TRANSACTION "60s"
+
+/*
  * db_open - connect to @url as @app (application_name), set the session's
- * statement timeout, and prepare @stmts (borrowed: must outlive the
+ * bounds (above), and prepare @stmts (borrowed: must outlive the
  * connection). On GW_OK *@out is owned by the caller (db_close()). A failed
  * first connect still returns GW_OK with a broken connection when @lazy is
  * true, so a daemon can start and let db_ensure() retry; otherwise GW_ERR_DB.
