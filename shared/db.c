@@ -20,13 +20,8 @@ struct db_conn {
 
 void db_message_line(const char *msg, char *out, size_t len)
 {
-    size_t i;
-
     snprintf(out, len, "%s", msg ? msg : "");
-    out[strcspn(out, "\n")] = '\0'; /* the first line is the reason */
-    for (i = 0; out[i]; i++)
-        if (out[i] == '"')
-            out[i] = '\''; /* keeps key="value" log fields whole */
+    out[strcspn(out, "\n")] = '\0'; /* the first line is the reason; the log escapes the rest */
 }
 
 gw_err db_check(const PGresult *res, ExecStatusType want, const char *stmt)

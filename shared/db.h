@@ -59,7 +59,7 @@ bool db_healthy(db_conn *db);
  */
 GW_MUSTCHECK gw_err db_check(const PGresult *res, ExecStatusType want, const char *stmt);
 
-/* db_message_line - the first line of @msg into @out, with '"' made "'" for log fields. */
+/* db_message_line - the first line of @msg into @out (a log value: shared/log escapes it). */
 void db_message_line(const char *msg, char *out, size_t len);
 
 /* db_exec - run a parameterless command (BEGIN, COMMIT, ROLLBACK, SET ...). */

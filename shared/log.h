@@ -21,8 +21,18 @@ bool log_enabled(log_level level);
 
 /*
  * log_event - write one line: ts, level, program, event, then @fmt's
- * "key=value key2=value2" fields. In JSON format every field becomes a member;
- * a value in double quotes may contain spaces. Never pass secrets or bodies.
+ * "key=value key2=\"value 2\"" fields. In JSON format every field becomes a
+ * string member. Never pass secrets or bodies.
+ *
+ * Only the literal text of @fmt makes the structure (spaces between fields,
+ * '=' after a key, '"' around a value that is always quoted). What a
+ * conversion produces is data, whatever its bytes: it cannot end the line or
+ * start a field. So a value from outside (a request path, a message_id, a
+ * reply or error text) goes in through a plain %s (or %.*s), never
+ * pre-formatted into a key=value string. Text lines quote a value that is
+ * empty or holds anything but printable ASCII, escaping \" \\ \n \r \t and
+ * every other byte as \xHH; JSON lines replace invalid UTF-8 with U+FFFD.
+ * A value is cut at 1024 bytes (the line then ends with log_truncated=true).
  */
 void log_event(log_level level, const char *event, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
