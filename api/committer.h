@@ -28,6 +28,7 @@ typedef struct accept_job {
     const char *traceparent; /* borrowed, NULL: none */
     char response[256];      /* the 202 body to store for replays */
     gw_err err;              /* GW_OK: committed (or nothing to write); else nothing committed */
+                             /* GW_ERR_CONFLICT: alone, it broke a unique key (never transient) */
     accept_outcome outcome;
     char answer[256]; /* the 202 body to send */
     void (*done)(void *arg);
