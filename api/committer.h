@@ -41,7 +41,7 @@ typedef struct committer committer;
 /*
  * committer_start - @threads threads, each with its own connection to @url,
  * each taking up to @max_batch queued jobs into one transaction
- * (accept_batch() in sql/0008); each batch's size goes to @batch_size, a
+ * (accept_batch(), sql/0011); each batch's size goes to @batch_size, a
  * histogram (borrowed). Owned by the caller (committer_stop()).
  */
 GW_MUSTCHECK gw_err committer_start(const char *url, int threads, int max_batch,
