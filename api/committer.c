@@ -157,7 +157,8 @@ static int by_payment_id(const void *a, const void *b)
  * run_batch - the jobs in payment_id order (two batches lock rows in the same
  * order, so they cannot deadlock), in one transaction. When the batch fails
  * while PostgreSQL is still there, each job runs again alone: a bad row never
- * fails its neighbours.
+ * fails its neighbours. A job that fails alone with GW_ERR_CONFLICT (a unique
+ * violation) would fail so on every retry: its answer is final (decision 13).
  */
 static void run_batch(db_conn *db, accept_job **jobs, int n)
 {

@@ -28,6 +28,7 @@ typedef struct accept_job {
     const char *traceparent; /* borrowed, NULL: none */
     char response[256];      /* the 202 body to store for replays */
     gw_err err;              /* GW_OK: committed (or nothing to write); else nothing committed */
+                             /* GW_ERR_CONFLICT: alone, it broke a unique key (never transient) */
     accept_outcome outcome;
     char answer[256]; /* the 202 body to send */
     void (*done)(void *arg);
@@ -40,7 +41,7 @@ typedef struct committer committer;
 /*
  * committer_start - @threads threads, each with its own connection to @url,
  * each taking up to @max_batch queued jobs into one transaction
- * (accept_batch() in sql/0008); each batch's size goes to @batch_size, a
+ * (accept_batch(), sql/0011); each batch's size goes to @batch_size, a
  * histogram (borrowed). Owned by the caller (committer_stop()).
  */
 GW_MUSTCHECK gw_err committer_start(const char *url, int threads, int max_batch,

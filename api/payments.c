@@ -184,6 +184,17 @@ static void accept_answer(const payments_deps *d, http_request *r, const accept_
 {
     const payment *p = &job->p;
 
+    if (job->err == GW_ERR_CONFLICT) {
+        /* it ran alone and broke a unique key that committed rows hold: a retry fails
+         * the same way, so the answer is final (decision 13); the log names the key */
+        log_warn("accept_conflict", "request_id=%s event_id=%s payment_id=%s", http_request_id(r),
+                 p->event_id, p->payment_id);
+        problem_reply(r, d->metrics, 409, "record-conflict", "Record Conflict",
+                      "this request conflicts with a stored record; retrying will not change "
+                      "the answer",
+                      NULL, NULL);
+        return;
+    }
     if (job->err != GW_OK) {
         /* no COMMIT happened (or its outcome is unknown): never 202 */
         log_warn("accept_failed", "request_id=%s event_id=%s payment_id=%s error=%s",

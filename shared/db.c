@@ -33,13 +33,19 @@ gw_err db_check(const PGresult *res, ExecStatusType want, const char *stmt)
         return GW_OK;
     st = res ? PQresultErrorField(res, PG_DIAG_SQLSTATE) : NULL;
     msg = res ? PQresultErrorField(res, PG_DIAG_MESSAGE_PRIMARY) : NULL;
-    if (st && strcmp(st, "23505") == 0)
-        return GW_ERR_CONFLICT; /* the caller decides whether that is an error */
     /* a lost connection has no fields: the result's message (or none) says why */
     db_message_line(msg   ? msg
                     : res ? PQresultErrorMessage(res)
                           : "no result (connection lost)",
                     line, sizeof line);
+    if (st && strcmp(st, "23505") == 0) {
+        const char *constraint = PQresultErrorField(res, PG_DIAG_CONSTRAINT_NAME);
+
+        /* a committed row holds the key: the statement alone fails again on every retry */
+        log_warn("db_unique_violation", "stmt=%s constraint=%s message=\"%s\"", stmt,
+                 constraint ? constraint : "none", line);
+        return GW_ERR_CONFLICT;
+    }
     log_warn("db_error", "stmt=%s sqlstate=%s message=\"%s\"", stmt, st ? st : "none",
              line[0] ? line : "no result");
     if (st && (strcmp(st, "40001") == 0 || strcmp(st, "40P01") == 0))

@@ -10,7 +10,7 @@
 #include "shared/err.h"
 
 /* The schema version this build expects: the highest sql/NNNN_*.sql. */
-#define DB_SCHEMA_VERSION 10
+#define DB_SCHEMA_VERSION 11
 
 /* A statement prepared on every (re)connect. */
 typedef struct db_stmt {
@@ -23,7 +23,7 @@ typedef struct db_conn db_conn;
 /*
  * Every session's bounds. The longest a program keeps a transaction idle on
  * purpose is the relay's batch while the broker blocks it (RELAY_BLOCKED_MAX_MS,
- * 30 s, in worker/relay.h); docs/decisions.md 13 lists the others.
+ * 30 s, in worker/relay.h); docs/decisions.md 14 lists the others.
  */
 #define DB_STATEMENT_TIMEOUT   "5s"
 #define DB_IDLE_IN_TRANSACTION "60s"
@@ -55,7 +55,11 @@ bool db_healthy(db_conn *db);
 /*
  * db_check - compare @res's status to @want; map the SQLSTATE of a failure:
  * 23505 -> GW_ERR_CONFLICT, 40001/40P01 -> GW_ERR_RETRY, anything else GW_ERR_DB.
- * Logs failures once with @stmt. @res stays owned by the caller.
+ * GW_ERR_CONFLICT is not transient: a unique violation is raised only when a
+ * committed row (or one the same transaction wrote) holds the key, so the same
+ * statement alone fails again on every retry; the caller answers it for good
+ * (decision 13). Logs failures once with @stmt (a unique violation with its
+ * constraint). @res stays owned by the caller.
  */
 GW_MUSTCHECK gw_err db_check(const PGresult *res, ExecStatusType want, const char *stmt);
 

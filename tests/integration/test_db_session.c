@@ -4,7 +4,7 @@
  * db_open() is the one way the programs connect. Its sessions must carry the
  * statement timeout and the idle-in-transaction timeout, so a transaction left
  * open across a broker wait cannot hold its row locks for longer than the
- * bound (docs/decisions.md 13).
+ * bound (docs/decisions.md 14).
  */
 #include <stdio.h>
 #include <stdlib.h>
