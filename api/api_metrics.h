@@ -2,7 +2,7 @@
 #ifndef API_API_METRICS_H
 #define API_API_METRICS_H
 
-#include "shared/metrics.h"
+#include "shared/lib/metrics.h"
 
 /* Statuses that get their own rejected-by-status series. */
 #define API_REJECT_STATUSES                                                                        \

@@ -11,11 +11,11 @@
 #include <jansson.h>
 #include <sodium.h>
 
-#include "shared/canon.h"
-#include "shared/db.h"
-#include "shared/deadline.h"
 #include "shared/failpoint.h"
-#include "shared/log.h"
+#include "shared/lib/canon.h"
+#include "shared/lib/deadline.h"
+#include "shared/lib/log.h"
+#include "shared/pg/db.h"
 
 #define MAX_THREADS 8
 /*
@@ -25,7 +25,7 @@
  * COMMIT per job or two would spend the CPU a loaded machine needs, and the jobs
  * would wait for the disk anyway.
  */
-#define OVERLAP_MIN 16
+#define OVERLAP_MIN      16
 #define OVERLAP_AFTER_NS 5000000L
 /*
  * A batch smaller than OVERLAP_MIN waits up to LINGER_NS for company before its
@@ -37,11 +37,11 @@
 struct committer {
     pthread_mutex_t lock;
     pthread_cond_t work;
-    accept_job *head, *tail; /* under lock */
-    int queued;              /* under lock: jobs from head to tail */
-    int in_flight;           /* under lock: batches between BEGIN and their answers */
+    accept_job *head, *tail;      /* under lock */
+    int queued;                   /* under lock: jobs from head to tail */
+    int in_flight;                /* under lock: batches between BEGIN and their answers */
     struct timespec flight_start; /* under lock: since when the batch(es) in flight hold the rest */
-    bool stopping;           /* under lock */
+    bool stopping;                /* under lock */
     int max_batch;
     metric *batch_size; /* borrowed */
     int nthreads;

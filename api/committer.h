@@ -4,8 +4,8 @@
 
 #include <stddef.h>
 
-#include "shared/err.h"
-#include "shared/metrics.h"
+#include "shared/lib/err.h"
+#include "shared/lib/metrics.h"
 #include "shared/payment.h"
 
 /* The answer accept_payment() (sql/0001) gave one request. */
@@ -44,8 +44,8 @@ typedef struct committer committer;
  * (accept_batch(), sql/0011); each batch's size goes to @batch_size, a
  * histogram (borrowed). Owned by the caller (committer_stop()).
  */
-GW_MUSTCHECK gw_err committer_start(const char *url, int threads, int max_batch,
-                                    metric *batch_size, committer **out);
+GW_MUSTCHECK gw_err committer_start(const char *url, int threads, int max_batch, metric *batch_size,
+                                    committer **out);
 
 /* committer_stop - finish every queued job, then stop and free. Accepts NULL. */
 void committer_stop(committer *c);

@@ -24,19 +24,20 @@
 
 #include "api/api_metrics.h"
 #include "api/committer.h"
-#include "api/db_pool.h"
 #include "api/outbox_watch.h"
 #include "api/routes.h"
 #include "shared/config.h"
-#include "shared/db.h"
 #include "shared/failpoint.h"
-#include "shared/http.h"
-#include "shared/log.h"
-#include "shared/token.h"
+#include "shared/http/http.h"
+#include "shared/lib/log.h"
+#include "shared/lib/token.h"
+#include "shared/pg/db.h"
+#include "shared/pg/db_pool.h"
 
-#define HTTP_THREADS     8
-#define DB_POOL_SIZE     4 /* reads and admin; accepts go through the committer */
-#define COMMIT_THREADS   2 /* the second starts a batch when the first's COMMIT is slow or many wait */
+#define HTTP_THREADS 8
+#define DB_POOL_SIZE 4 /* reads and admin; accepts go through the committer */
+#define COMMIT_THREADS                                                                             \
+    2 /* the second starts a batch when the first's COMMIT is slow or many wait */
 #define COMMIT_MAX_BATCH 128
 #define CONNECTION_LIMIT 4000 /* with epoll, idle connections cost memory, not threads */
 #define PER_IP_LIMIT     1000 /* so one client's slow connections cannot take every slot */
@@ -89,8 +90,8 @@ int main(void)
     if (db_pool_new(cfg->database_url, DB_POOL_SIZE, payments_stmts, payments_nstmts,
                     &app.payments.pool) != GW_OK)
         goto cleanup;
-    if (committer_start(cfg->database_url, COMMIT_THREADS, COMMIT_MAX_BATCH,
-                        am.commit_batch_size, &app.payments.committer) != GW_OK)
+    if (committer_start(cfg->database_url, COMMIT_THREADS, COMMIT_MAX_BATCH, am.commit_batch_size,
+                        &app.payments.committer) != GW_OK)
         goto cleanup;
     if (outbox_watch_start(cfg->database_url, cfg->outbox_max_backlog, &am, &app.payments.watch) !=
         GW_OK)

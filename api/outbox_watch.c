@@ -7,9 +7,9 @@
 #include <stdlib.h>
 #include <time.h>
 
-#include "shared/db.h"
-#include "shared/deadline.h"
-#include "shared/log.h"
+#include "shared/lib/deadline.h"
+#include "shared/lib/log.h"
+#include "shared/pg/db.h"
 
 struct outbox_watch {
     pthread_t thread;

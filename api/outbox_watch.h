@@ -5,7 +5,7 @@
 #include <stdbool.h>
 
 #include "api/api_metrics.h"
-#include "shared/err.h"
+#include "shared/lib/err.h"
 
 /* The channel payments-relay LISTENs on. */
 #define OUTBOX_NOTIFY_CHANNEL "paygw_outbox"

@@ -10,10 +10,10 @@
 
 #include "api/committer.h"
 #include "api/problem.h"
-#include "shared/canon.h"
 #include "shared/failpoint.h"
-#include "shared/json_strict.h"
-#include "shared/log.h"
+#include "shared/lib/canon.h"
+#include "shared/lib/json_strict.h"
+#include "shared/lib/log.h"
 #include "shared/payment.h"
 
 #define POOL_WAIT_MS 2000

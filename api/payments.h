@@ -6,10 +6,10 @@
 
 #include "api/api_metrics.h"
 #include "api/committer.h"
-#include "api/db_pool.h"
 #include "api/outbox_watch.h"
-#include "shared/db.h"
-#include "shared/http.h"
+#include "shared/http/http.h"
+#include "shared/pg/db.h"
+#include "shared/pg/db_pool.h"
 
 /* What the handlers use; all borrowed from main(). */
 typedef struct payments_deps {

@@ -3,7 +3,7 @@
 
 #include <stdio.h>
 
-#include "shared/log.h"
+#include "shared/lib/log.h"
 
 json_t *problem_new(int status, const char *slug, const char *title, const char *detail,
                     const field_errors *errs)

@@ -5,7 +5,7 @@
 #include <jansson.h>
 
 #include "api/api_metrics.h"
-#include "shared/http.h"
+#include "shared/http/http.h"
 #include "shared/payment.h"
 
 #define PROBLEM_TYPE_BASE "https://paygw.example/problems/"

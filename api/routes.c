@@ -5,10 +5,10 @@
 #include <string.h>
 #include <strings.h>
 
+#include "api/admin/reconcile.h"
 #include "api/problem.h"
-#include "api/reconcile.h"
-#include "shared/log.h"
-#include "shared/token.h"
+#include "shared/lib/log.h"
+#include "shared/lib/token.h"
 
 #define PAYMENTS_PATH "/v1/payments"
 

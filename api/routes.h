@@ -4,10 +4,10 @@
 
 #include <stdbool.h>
 
-#include "api/dlq.h"
+#include "api/admin/dlq.h"
 #include "api/payments.h"
 #include "shared/config.h"
-#include "shared/http.h"
+#include "shared/http/http.h"
 
 /* Everything the API's handlers share; borrowed from main(). */
 typedef struct api_app {

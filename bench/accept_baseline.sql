@@ -1,4 +1,4 @@
--- bench/accept_baseline.sql - pgbench script of the commit baseline (scripts/bench, issue 7):
+-- bench/accept_baseline.sql - pgbench script of the commit baseline (scripts/bench):
 -- exactly the SQL of one accept in a one-transaction-per-request design: BEGIN, accept_payment()
 -- (payment, outbox and idempotency rows, sql/0001) with the same body the load generator sends
 -- (in the canonical form the API stores), COMMIT. Ids are unique: PREFIX-CLIENT-N, N a per-client

@@ -1,4 +1,4 @@
--- bench/settle_baseline.sql - pgbench script of the settle baseline (scripts/bench, issue 7):
+-- bench/settle_baseline.sql - pgbench script of the settle baseline (scripts/bench):
 -- one settlement per transaction, exactly what a one-delivery-at-a-time worker commits:
 -- BEGIN, settle_payment() (inbox row, two ledger lines, payment settled; sql/0002), COMMIT.
 -- The payments exist beforehand as 'published' (scripts/bench inserts PREFIX-CLIENT-1..K for

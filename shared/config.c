@@ -1,4 +1,4 @@
-/* shared/config.c - read and validate the environment (CONTRACT section 6) */
+/* shared/config.c - read and validate the environment (docs/operations.md, "Configuration") */
 #include "shared/config.h"
 
 #include <arpa/inet.h>

@@ -6,7 +6,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "shared/log.h"
+#include "shared/lib/log.h"
 
 #define CONFIG_MAX_RETRY_STEPS 8
 #define CONFIG_EX_CONFIG       78 /* sysexits.h EX_CONFIG */

@@ -9,7 +9,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "shared/log.h"
+#include "shared/lib/log.h"
 
 enum fp_action { FP_OFF, FP_EXIT, FP_SLEEP, FP_ERROR };
 

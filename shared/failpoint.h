@@ -1,11 +1,11 @@
-/* shared/failpoint.h - fault injection at named boundaries (CONTRACT section 7) */
+/* shared/failpoint.h - fault injection at named boundaries (docs/operations.md, "Failpoints") */
 #ifndef SHARED_FAILPOINT_H
 #define SHARED_FAILPOINT_H
 
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "shared/err.h"
+#include "shared/lib/err.h"
 
 /*
  * GATEWAY_FAILPOINTS="name=action[;name=action]", action one of:

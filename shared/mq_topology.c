@@ -3,7 +3,7 @@
 
 #include <stdio.h>
 
-#include "shared/log.h"
+#include "shared/lib/log.h"
 
 static gw_err declare_exchange(mq_conn *c, const char *name, const char *type)
 {

@@ -1,9 +1,9 @@
-/* shared/mq_topology.h - the exchanges and queues of CONTRACT section 4 */
+/* shared/mq_topology.h - the exchanges and queues of docs/architecture.md, "The flow" */
 #ifndef SHARED_MQ_TOPOLOGY_H
 #define SHARED_MQ_TOPOLOGY_H
 
+#include "shared/amqp/mq.h"
 #include "shared/config.h"
-#include "shared/mq.h"
 
 #define MQ_EXCHANGE_EVENTS    "payments.events"
 #define MQ_EXCHANGE_DLX       "payments.dlx"

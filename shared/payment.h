@@ -8,7 +8,7 @@
 
 #include <jansson.h>
 
-#include "shared/err.h"
+#include "shared/lib/err.h"
 
 #define PAYMENT_ID_MAX     64
 #define PAYMENT_AMOUNT_MAX 10000000000000LL /* 10^13 cents */
@@ -40,7 +40,7 @@ typedef struct field_errors {
 } field_errors;
 
 /*
- * payment_validate - check @root (borrowed) against CONTRACT section 3 and fill
+ * payment_validate - check @root (borrowed) against openapi/payments.yaml and fill
  * @out. Every problem is appended to @errs (not only the first). Returns GW_OK,
  * or GW_ERR_INVALID when @errs->n > 0.
  */

@@ -48,7 +48,7 @@ BEGIN
           JOIN payments p ON p.event_id = a.v->>'event_id' AND p.payment_id = a.v->>'payment_id'
          ORDER BY p.payment_id COLLATE "C"
            FOR UPDATE OF p
-    ),
+),
     new_inbox AS (
         INSERT INTO inbox (event_id, payment_id, attempt)
         SELECT l.event_id, l.payment_id, l.attempt
@@ -57,7 +57,7 @@ BEGIN
          ORDER BY l.idx
         ON CONFLICT (event_id) DO NOTHING
         RETURNING inbox.event_id
-    )
+)
     SELECT coalesce(array_agg(n.event_id), '{}') INTO v_new FROM new_inbox n;
 
     -- The ledger lines of the events settled now, in item order, debit before credit.

@@ -152,7 +152,7 @@ BEGIN
           LEFT JOIN payments p
                  ON p.event_id = a.v->>'event_id' AND a.v->>'event_id' = ANY (v_locked)
                 AND k.event_id IS NULL
-    ),
+),
     new_payment AS (
         INSERT INTO payments (payment_id, event_id, method, decision, amount_cents, currency,
                               payee_bank, payee_account, decided_at, fingerprint)
@@ -164,7 +164,7 @@ BEGIN
          ORDER BY h.idx
         ON CONFLICT (payment_id) DO NOTHING
         RETURNING payments.event_id
-    ),
+),
     new_outbox AS (
         INSERT INTO outbox (event_id, payment_id, routing_key, body, traceparent)
         SELECT h.event_id, h.payment_id,
@@ -172,13 +172,13 @@ BEGIN
                h.v->>'body', h.v->>'traceparent'
           FROM item h JOIN new_payment n ON n.event_id = h.event_id
          ORDER BY h.idx
-    ),
+),
     new_key AS (
         INSERT INTO idempotency_keys (event_id, fingerprint, payment_id, response_status,
                                       response_body)
         SELECT h.event_id, h.fp, h.payment_id, 202, h.response
           FROM item h JOIN new_payment n ON n.event_id = h.event_id
-    )
+)
     SELECT h.idx,
            CASE WHEN NOT h.locked THEN 'in_flight'
                 WHEN h.known AND h.k_fp = h.fp THEN 'replay'

@@ -1,5 +1,6 @@
 /*
- * tests/admin/test_admin_drain.c - POST /admin/dlq/drain against CONTRACT sections 3 (Admin) and 4
+ * tests/admin/test_admin_drain.c - POST /admin/dlq/drain against openapi/payments.yaml and
+ * docs/architecture.md, "The flow"
  *
  * payments-api, -relay and -worker on a database and a vhost of their own; the
  * worker has bank 237 down (BANK_SIM_RULES=237/ *:down) and RETRY_DELAYS_MS=200,400.

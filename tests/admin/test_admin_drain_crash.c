@@ -1,7 +1,7 @@
 /*
  * tests/admin/test_admin_drain_crash.c - a crash between the drain's COMMIT and its ack
  *
- * CONTRACT section 1: "reads the DLQ, stores each message ... commits, then
+ * docs/architecture.md: "reads the DLQ, stores each message ... commits, then
  * acks"; a crash anywhere may cause a repeat, never a loss. One dead letter
  * (a PIX of R$ 0) waits in the DLQ. payments-api runs with
  * GATEWAY_FAILPOINTS=admin.after_commit=exit: the drain request sees the

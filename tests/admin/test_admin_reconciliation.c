@@ -1,5 +1,5 @@
 /*
- * tests/admin/test_admin_reconciliation.c - GET /admin/reconciliation against CONTRACT section 3
+ * tests/admin/test_admin_reconciliation.c - GET /admin/reconciliation against openapi/payments.yaml
  *
  * Through the real flow: three payments settle, two refused decisions come
  * back unroutable, an R$ 0 one and one to a bank that is down dead-letter.

@@ -1,5 +1,5 @@
 /*
- * tests/admin/test_admin_replay.c - POST /admin/dlq/{id}/replay against CONTRACT section 3 (Admin)
+ * tests/admin/test_admin_replay.c - POST /admin/dlq/{id}/replay against openapi/payments.yaml
  *
  * A first worker has bank 237 down: a TED to it dead-letters after three
  * attempts; three PIX payments of R$ 0 dead-letter at once. All four are drained.

@@ -3,7 +3,7 @@
  *
  * A persistent message with a stable message_id is published under confirms.
  * Connection A takes it (basic.get, no ack) and applies it the way
- * worker/inbox.c does (settle_payment() in one transaction, COMMIT), then
+ * worker/settle/inbox.c does (settle_payment() in one transaction, COMMIT), then
  * closes without acking: the ack is "lost". Connection B gets the same
  * message again, flagged redelivered, with the same body and message_id;
  * applying it again is a 'duplicate' with no second ledger effect; B acks.
@@ -24,7 +24,7 @@
 static te2e e;
 
 /*
- * Apply one delivery as worker/inbox.c does: BEGIN; settle_payment(); COMMIT
+ * Apply one delivery as worker/settle/inbox.c does: BEGIN; settle_payment(); COMMIT
  * when 'settled', ROLLBACK otherwise. Returns the outcome (new string).
  */
 static char *apply(const char *attempt)

@@ -4,7 +4,7 @@
  * Two approved payments (one with a traceparent) and one refused go through
  * payments-api; payments-relay publishes them. The approved ones end
  * `published` and their messages sit in payments.settlement with the
- * properties of CONTRACT section 4 and the outbox body; the refused one comes
+ * properties of docs/architecture.md, "The flow" and the outbox body; the refused one comes
  * back from the broker (mandatory, no binding) and ends `unroutable` with
  * NO_ROUTE in outbox and payments; the relay counts one return.
  */

@@ -2,7 +2,7 @@
  * tests/e2e/test_relay_wakeup.c - a NOTIFY that arrives while the relay is busy still wakes it
  *
  * The relay LISTENs on paygw_outbox and polls every second as a fallback
- * (CONTRACT section 1). A wake-up sent while its batch transaction is open is
+ * (docs/architecture.md). A wake-up sent while its batch transaction is open is
  * delivered at that transaction's COMMIT, where libpq reads it along with the
  * COMMIT's answer and queues it: the socket has nothing left to read. The
  * relay must still act on it at once, not a polling interval later.

@@ -10,9 +10,9 @@
 #include <amqp.h>
 #include <amqp_tcp_socket.h>
 
+#include "shared/amqp/mq.h"
+#include "shared/amqp/mq_headers.h"
 #include "shared/config.h"
-#include "shared/mq.h"
-#include "shared/mq_headers.h"
 #include "shared/mq_topology.h"
 #include "tests/support/tproc.h"
 

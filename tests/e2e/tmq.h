@@ -135,7 +135,7 @@ json_t *tmq_x_death(const tmq_msg *msg);
 
 /*
  * tmq_declare_topology - declare the exchanges, queues and bindings of
- * CONTRACT section 4 on @url exactly as the programs do (shared/mq_topology.c),
+ * docs/architecture.md, "The flow" on @url exactly as the programs do (shared/mq_topology.c),
  * with the delay steps @retry_delays_ms ("1000,5000"; NULL: the default).
  */
 bool tmq_declare_topology(const char *url, const char *retry_delays_ms);

@@ -1,5 +1,6 @@
 /*
- * tests/faults/test_fault_failpoints.c - a crash at each boundary of CONTRACT section 7
+ * tests/faults/test_fault_failpoints.c - a crash at each boundary of docs/operations.md,
+ * "Failpoints"
  *
  * usage: test_fault_failpoints POINT   (one of the six points; meson runs each as its own test)
  *

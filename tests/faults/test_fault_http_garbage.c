@@ -1,6 +1,6 @@
 /*
  * tests/faults/test_fault_http_garbage.c - garbage at payments-api: 4xx or a closed connection,
- * never a 5xx, never a crash (CONTRACT section 3; issue 6, "bad input")
+ * never a 5xx, never a crash (openapi/payments.yaml)
  *
  * Bodies over HTTP (curl): seeded random bytes, seeded mutations of a valid payment, JSON nested
  * 10,000 (and 60,000) deep, invalid UTF-8 in values and keys, NUL bytes raw and as \u0000, huge
@@ -471,7 +471,8 @@ static void raw_requests(void)
     /*
      * Only empty lines, then FIN. libmicrohttpd 0.9.75 (epoll, edge-triggered) now and then
      * misses the end of a stream that arrived together with the last bytes, and holds the
-     * connection until its idle timeout (30 s): tolerated here ("held"), reported in issue 6.
+     * connection until its idle timeout (30 s): tolerated here ("held"), reported in
+     * docs/failure-matrix.md.
      */
     raw_ex("only empty lines", "\r\n\r\n", 4, false, false, true);
     raw_str("a method alone", "GET\r\n\r\n", false, false);

@@ -7,7 +7,7 @@
  * a third of the way in, "$GW_STACK stop WHAT", a pause, "$GW_STACK start WHAT" (tstack's guard
  * starts it again if this test dies first). The clients retry every 503 and every dropped
  * request with the same event_id. None of the three programs may die: each reconnects by itself
- * (CONTRACT section 2). At the end the invariants of tfault.h hold for every event that got a
+ * (docs/architecture.md). At the end the invariants of tfault.h hold for every event that got a
  * 202. Stops the shared broker or database: meson runs it alone.
  */
 #include <stdio.h>

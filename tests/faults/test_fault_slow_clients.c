@@ -1,5 +1,5 @@
 /*
- * tests/faults/test_fault_slow_clients.c - slow clients do not starve the others (issue 6)
+ * tests/faults/test_fault_slow_clients.c - slow clients do not starve the others
  *
  * 200 connections each send a payment request one byte a second (nonblocking raw sockets, for
  * about 8 s: they never finish). Meanwhile a normal client posts a payment every 100 ms: each

@@ -281,7 +281,7 @@ void tf_check_logs(const tf_world *w)
     CHECK_INT(tf_logs_count(w, "ERROR: LeakSanitizer"), 0);
     CHECK_INT(tf_logs_count(w, "runtime error:"), 0);
     printf("logs of %d processes: %d deadlocks detected (SQLSTATE 40P01)%s\n", w->nlogs, deadlocks,
-           deadlocks > 0 ? ": see issue 6's report, relay vs worker lock order" : "");
+           deadlocks > 0 ? ": see docs/decisions.md, relay vs worker lock order" : "");
 }
 
 /* ---- events --------------------------------------------------------------------------------- */

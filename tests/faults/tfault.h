@@ -1,7 +1,8 @@
 /*
  * tests/faults/tfault.h - the fixture of a fault test: the whole pipeline on a database and a
  * vhost of its own, a paced client that retries with the same event_id, and the invariants
- * every fault must leave intact (CONTRACT sections 1, 7 and 9)
+ * every fault must leave intact (docs/architecture.md and docs/operations.md, "Failpoints" and
+ * docs/failure-matrix.md)
  */
 #ifndef TESTS_FAULTS_TFAULT_H
 #define TESTS_FAULTS_TFAULT_H

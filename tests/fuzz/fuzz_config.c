@@ -6,7 +6,7 @@
 
 #include "shared/config.h"
 #include "shared/failpoint.h"
-#include "worker/bank_sim.h"
+#include "worker/settle/bank_sim.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -5,7 +5,7 @@
 
 #include <amqp.h>
 
-#include "shared/mq_headers.h"
+#include "shared/amqp/mq_headers.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -5,8 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "shared/canon.h"
-#include "shared/json_strict.h"
+#include "shared/lib/canon.h"
+#include "shared/lib/json_strict.h"
 #include "shared/payment.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);

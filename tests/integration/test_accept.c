@@ -1,5 +1,5 @@
 /*
- * tests/integration/test_accept.c - POST /v1/payments against CONTRACT section 3
+ * tests/integration/test_accept.c - POST /v1/payments against openapi/payments.yaml
  *
  * Every row of the outcome table, the authentication rules, GET of a payment,
  * the outbox row, health and metrics, a request in flight and back-pressure.
@@ -13,7 +13,7 @@
 
 #include <jansson.h>
 
-#include "shared/canon.h"
+#include "shared/lib/canon.h"
 #include "shared/payment.h"
 #include "tests/support/tapi.h"
 #include "tests/support/tcheck.h"

@@ -1,6 +1,6 @@
 /*
  * tests/integration/test_concurrent_same_event.c - 32 clients at once: one
- * effect, whatever the interleaving (CONTRACT section 3's outcome table)
+ * effect, whatever the interleaving (the outcome table of openapi/payments.yaml)
  */
 #include <pthread.h>
 #include <stdio.h>

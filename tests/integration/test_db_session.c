@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "shared/db.h"
+#include "shared/pg/db.h"
 #include "tests/support/tcheck.h"
 #include "tests/support/tdb.h"
 

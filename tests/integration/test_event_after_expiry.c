@@ -1,6 +1,6 @@
 /*
  * tests/integration/test_event_after_expiry.c - an event_id whose idempotency
- * record has expired still gets a definite answer (issue 11, section 2)
+ * record has expired still gets a definite answer
  *
  * The records are expired in SQL and removed by payments-api's own purge (the
  * watcher thread's expire_keys, once a minute). Then the same event_id must be

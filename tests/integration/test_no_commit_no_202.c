@@ -1,6 +1,7 @@
 /*
  * tests/integration/test_no_commit_no_202.c - a 202 means a COMMIT, and a COMMIT
- * the client never heard about is answered by a replay (CONTRACT sections 3, 7, 9)
+ * the client never heard about is answered by a replay (openapi/payments.yaml and
+ * docs/operations.md, "Failpoints" and docs/failure-matrix.md)
  */
 #include <stdio.h>
 #include <stdlib.h>

@@ -12,7 +12,8 @@
 #define TAPI_ADMIN_TOKEN      "test-admin-token-3e5b7a9c1d2f"
 #define TAPI_DEFAULT_AMQP_URL "amqp://guest:guest@127.0.0.1:55672/%2f"
 
-/* Every variable the programs read (CONTRACT section 6 and a few more): removed by default. */
+/* Every variable the programs read (docs/operations.md, "Configuration" and a few more): removed by
+ * default. */
 extern const char *const tapi_config_vars[];
 
 typedef struct tapi {

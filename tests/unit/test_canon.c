@@ -4,7 +4,7 @@
 
 #include <jansson.h>
 
-#include "shared/canon.h"
+#include "shared/lib/canon.h"
 #include "tests/support/tcheck.h"
 
 static json_t *load(const char *text)

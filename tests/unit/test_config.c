@@ -1,4 +1,4 @@
-/* tests/unit/test_config.c - config_load() against CONTRACT section 6 */
+/* tests/unit/test_config.c - config_load() against docs/operations.md, "Configuration" */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

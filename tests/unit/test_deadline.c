@@ -1,7 +1,7 @@
 /* tests/unit/test_deadline.c - absolute times for timed waits */
 #include <stdio.h>
 
-#include "shared/deadline.h"
+#include "shared/lib/deadline.h"
 #include "tests/support/tcheck.h"
 
 static void test_after_carries_into_seconds(void)

@@ -5,7 +5,7 @@
 
 #include <jansson.h>
 
-#include "shared/json_strict.h"
+#include "shared/lib/json_strict.h"
 #include "tests/support/tcheck.h"
 
 /* Parse @len bytes of @buf; returns the result and frees the value. */

@@ -16,7 +16,7 @@
 
 #include <jansson.h>
 
-#include "shared/log.h"
+#include "shared/lib/log.h"
 #include "tests/support/tcheck.h"
 #include "tests/support/tlog.h"
 

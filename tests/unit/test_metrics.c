@@ -2,7 +2,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "shared/metrics.h"
+#include "shared/lib/metrics.h"
 #include "tests/support/tcheck.h"
 
 static int count(const char *hay, const char *needle)

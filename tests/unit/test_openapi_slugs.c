@@ -1,7 +1,7 @@
 /*
  * tests/unit/test_openapi_slugs.c - every problem type the API answers is documented
  *
- * CONTRACT section 3: each slug is documented in openapi/. This reads the
+ * openapi/payments.yaml: each slug is documented in openapi/. This reads the
  * first string literal of every problem_reply(...) and problem_new(...) call in
  * api/ (each .c) and looks for "problems/<slug>" in openapi/payments.yaml.
  */

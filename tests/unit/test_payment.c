@@ -1,4 +1,4 @@
-/* tests/unit/test_payment.c - every rule of CONTRACT section 3's field table */
+/* tests/unit/test_payment.c - every rule of the field table of openapi/payments.yaml */
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>

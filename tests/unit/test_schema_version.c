@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "shared/db.h"
+#include "shared/pg/db.h"
 #include "tests/support/tcheck.h"
 
 int main(int argc, char **argv)

@@ -1,0 +1,386 @@
+/* shared/amqp/mq.c - rabbitmq-c 0.11: connect, publish, read confirms and returns by hand */
+#include "shared/amqp/mq.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/time.h>
+#include <time.h>
+
+#include <amqp_ssl_socket.h>
+#include <amqp_tcp_socket.h>
+
+#include "shared/lib/log.h"
+
+struct mq_conn {
+    amqp_connection_state_t state;
+    bool open;     /* the channel is usable */
+    bool confirms; /* channel in confirm mode */
+    bool blocked;  /* connection.blocked seen */
+    uint64_t next_seq;
+    char name[64];
+};
+
+amqp_bytes_t mq_bytes(const char *s)
+{
+    amqp_bytes_t b = {strlen(s), (void *)s};
+    return b;
+}
+
+gw_err mq_check(amqp_rpc_reply_t r, const char *op)
+{
+    switch (r.reply_type) {
+    case AMQP_RESPONSE_NORMAL:
+        return GW_OK;
+    case AMQP_RESPONSE_LIBRARY_EXCEPTION:
+        log_warn("mq_error", "op=%s error=\"%s\"", op, amqp_error_string2(r.library_error));
+        return r.library_error == AMQP_STATUS_TIMEOUT ? GW_ERR_RETRY : GW_ERR_MQ;
+    case AMQP_RESPONSE_SERVER_EXCEPTION:
+        if (r.reply.id == AMQP_CHANNEL_CLOSE_METHOD) {
+            amqp_channel_close_t *m = r.reply.decoded;
+            log_warn("mq_error", "op=%s channel_close=%u text=\"%.*s\"", op, m->reply_code,
+                     (int)m->reply_text.len, (char *)m->reply_text.bytes);
+        } else if (r.reply.id == AMQP_CONNECTION_CLOSE_METHOD) {
+            amqp_connection_close_t *m = r.reply.decoded;
+            log_warn("mq_error", "op=%s connection_close=%u text=\"%.*s\"", op, m->reply_code,
+                     (int)m->reply_text.len, (char *)m->reply_text.bytes);
+        } else {
+            log_warn("mq_error", "op=%s server_method=0x%08x", op, (unsigned)r.reply.id);
+        }
+        return GW_ERR_MQ;
+    default:
+        log_warn("mq_error", "op=%s error=\"no reply\"", op);
+        return GW_ERR_MQ;
+    }
+}
+
+static gw_err mq_login(mq_conn *c, const struct amqp_connection_info *info)
+{
+    amqp_table_entry_t caps[] = {
+        {mq_bytes("consumer_cancel_notify"), {AMQP_FIELD_KIND_BOOLEAN, {.boolean = 1}}},
+        {mq_bytes("connection.blocked"), {AMQP_FIELD_KIND_BOOLEAN, {.boolean = 1}}},
+        {mq_bytes("publisher_confirms"), {AMQP_FIELD_KIND_BOOLEAN, {.boolean = 1}}},
+        {mq_bytes("basic.nack"), {AMQP_FIELD_KIND_BOOLEAN, {.boolean = 1}}},
+    };
+    amqp_table_entry_t props[2];
+    amqp_table_t table;
+
+    props[0].key = mq_bytes("capabilities");
+    props[0].value.kind = AMQP_FIELD_KIND_TABLE;
+    props[0].value.value.table.num_entries = sizeof caps / sizeof caps[0];
+    props[0].value.value.table.entries = caps;
+    props[1].key = mq_bytes("connection_name");
+    props[1].value.kind = AMQP_FIELD_KIND_UTF8;
+    props[1].value.value.bytes = mq_bytes(c->name);
+    table.num_entries = 2;
+    table.entries = props;
+    return mq_check(amqp_login_with_properties(c->state, info->vhost, 0, 131072, MQ_HEARTBEAT_S,
+                                               &table, AMQP_SASL_METHOD_PLAIN, info->user,
+                                               info->password),
+                    "login");
+}
+
+gw_err mq_open(const char *url, const char *name, bool confirms, mq_conn **out)
+{
+    struct amqp_connection_info info;
+    struct timeval tv = {3, 0};
+    amqp_socket_t *sock;
+    mq_conn *c = calloc(1, sizeof *c);
+    char *copy = strdup(url);
+    gw_err err = GW_ERR_MQ;
+    int rc;
+
+    if (c == NULL || copy == NULL) {
+        free(c);
+        free(copy);
+        return GW_ERR_NOMEM;
+    }
+    snprintf(c->name, sizeof c->name, "%s", name);
+    c->next_seq = 1;
+    if (amqp_parse_url(copy, &info) != AMQP_STATUS_OK)
+        goto fail;
+    c->state = amqp_new_connection();
+    sock = c->state == NULL ? NULL
+           : info.ssl       ? amqp_ssl_socket_new(c->state)
+                            : amqp_tcp_socket_new(c->state);
+    if (sock == NULL)
+        goto fail;
+    if (info.ssl) {
+        /* amqps: the peer and its host name are verified (rabbitmq-c's default); the CA
+         * bundle is AMQP_CACERT when set, else the system's */
+        const char *ca = getenv("AMQP_CACERT");
+        if (amqp_ssl_socket_set_cacert(
+                sock, ca && *ca ? ca : "/etc/ssl/certs/ca-certificates.crt") != AMQP_STATUS_OK) {
+            log_warn("mq_tls_cacert_failed", "path=%s", ca && *ca ? ca : "system");
+            goto fail;
+        }
+    }
+    amqp_set_handshake_timeout(c->state, &tv);
+    tv.tv_sec = 5; /* below the 10 s stop deadline */
+    amqp_set_rpc_timeout(c->state, &tv);
+    tv.tv_sec = 3;
+    rc = amqp_socket_open_noblock(sock, info.host, info.port, &tv);
+    if (rc != AMQP_STATUS_OK) {
+        log_warn("mq_connect_failed", "host=%s port=%d error=\"%s\"", info.host, info.port,
+                 amqp_error_string2(rc));
+        goto fail;
+    }
+    if ((err = mq_login(c, &info)) != GW_OK)
+        goto fail;
+    amqp_channel_open(c->state, MQ_CHANNEL);
+    if ((err = mq_check(amqp_get_rpc_reply(c->state), "channel.open")) != GW_OK)
+        goto fail;
+    if (confirms) {
+        amqp_confirm_select(c->state, MQ_CHANNEL);
+        if ((err = mq_check(amqp_get_rpc_reply(c->state), "confirm.select")) != GW_OK)
+            goto fail;
+        c->confirms = true;
+    }
+    c->open = true;
+    log_info("mq_connected", "host=%s port=%d vhost=%s name=%s", info.host, info.port, info.vhost,
+             name);
+    free(copy);
+    *out = c;
+    return GW_OK;
+fail:
+    free(copy);
+    c->open = false;
+    mq_close(c);
+    return err == GW_OK ? GW_ERR_MQ : err;
+}
+
+void mq_close(mq_conn *c)
+{
+    if (c == NULL)
+        return;
+    if (c->state != NULL) {
+        /* best effort: the peer may be gone already; a blocked connection is not read by the
+         * broker, so a close would only wait out the rpc timeout twice */
+        if (c->open && !c->blocked) {
+            (void)amqp_channel_close(c->state, MQ_CHANNEL, AMQP_REPLY_SUCCESS);
+            (void)amqp_connection_close(c->state, AMQP_REPLY_SUCCESS);
+        }
+        amqp_destroy_connection(c->state);
+    }
+    free(c);
+}
+
+amqp_connection_state_t mq_state(mq_conn *c)
+{
+    return c->state;
+}
+
+int mq_fd(mq_conn *c)
+{
+    return c->open ? amqp_get_sockfd(c->state) : -1;
+}
+
+bool mq_blocked(const mq_conn *c)
+{
+    return c->blocked;
+}
+
+static void set_header(amqp_table_entry_t *e, const char *key, const char *value)
+{
+    e->key = mq_bytes(key);
+    e->value.kind = AMQP_FIELD_KIND_UTF8;
+    e->value.value.bytes = mq_bytes(value);
+}
+
+gw_err mq_publish(mq_conn *c, const mq_message *m, uint64_t *seq)
+{
+    amqp_table_entry_t h[32];
+    amqp_basic_properties_t p;
+    amqp_bytes_t body = {m->len, (void *)m->body};
+    int n = 0, rc;
+
+    if (!c->open)
+        return GW_ERR_MQ;
+    memset(&p, 0, sizeof p);
+    h[n].key = mq_bytes("x-attempt");
+    h[n].value.kind = AMQP_FIELD_KIND_I64;
+    h[n++].value.value.i64 = m->attempt;
+    if (m->last_error != NULL)
+        set_header(&h[n++], "x-last-error", m->last_error);
+    if (m->traceparent != NULL)
+        set_header(&h[n++], "traceparent", m->traceparent);
+    if (m->extra_headers != NULL) {
+        for (int i = 0; i < m->extra_headers->num_entries && n < 32; i++)
+            h[n++] = m->extra_headers->entries[i];
+    }
+    p._flags = AMQP_BASIC_CONTENT_TYPE_FLAG | AMQP_BASIC_DELIVERY_MODE_FLAG |
+               AMQP_BASIC_MESSAGE_ID_FLAG | AMQP_BASIC_TIMESTAMP_FLAG | AMQP_BASIC_HEADERS_FLAG;
+    p.content_type = mq_bytes("application/json");
+    p.delivery_mode = 2; /* persistent */
+    p.message_id = mq_bytes(m->message_id);
+    p.timestamp = m->timestamp ? m->timestamp : (uint64_t)time(NULL);
+    p.headers.num_entries = n;
+    p.headers.entries = h;
+    if (m->type != NULL) {
+        p._flags |= AMQP_BASIC_TYPE_FLAG;
+        p.type = mq_bytes(m->type);
+    }
+    rc = amqp_basic_publish(c->state, MQ_CHANNEL, mq_bytes(m->exchange), mq_bytes(m->routing_key),
+                            1 /* mandatory */, 0, &p, body);
+    if (rc != AMQP_STATUS_OK) {
+        log_warn("mq_publish_failed", "message_id=%s error=\"%s\"", m->message_id,
+                 amqp_error_string2(rc));
+        c->open = false;
+        return GW_ERR_MQ;
+    }
+    if (seq != NULL)
+        *seq = c->next_seq;
+    if (c->confirms)
+        c->next_seq++;
+    return GW_OK;
+}
+
+static void copy_bytes(char *dst, size_t len, amqp_bytes_t b)
+{
+    size_t n = b.len < len - 1 ? b.len : len - 1;
+
+    memcpy(dst, b.bytes, n);
+    dst[n] = '\0';
+}
+
+/* A basic.return: its content frames follow and must be read off the wire. */
+static gw_err read_return(mq_conn *c, const amqp_basic_return_t *ret, mq_event *ev)
+{
+    amqp_message_t msg;
+    gw_err err;
+
+    ev->kind = MQ_EV_RETURN;
+    ev->reply_code = ret->reply_code;
+    copy_bytes(ev->reply_text, sizeof ev->reply_text, ret->reply_text);
+    err = mq_check(amqp_read_message(c->state, MQ_CHANNEL, &msg, 0), "basic.return");
+    if (err != GW_OK) {
+        c->open = false;
+        return GW_ERR_MQ;
+    }
+    if (msg.properties._flags & AMQP_BASIC_MESSAGE_ID_FLAG)
+        copy_bytes(ev->message_id, sizeof ev->message_id, msg.properties.message_id);
+    amqp_destroy_message(&msg);
+    return GW_OK;
+}
+
+gw_err mq_next_event(mq_conn *c, int timeout_ms, mq_event *ev)
+{
+    struct timeval tv = {timeout_ms / 1000, (timeout_ms % 1000) * 1000};
+    amqp_frame_t f;
+    int rc;
+
+    if (!c->open)
+        return GW_ERR_MQ;
+    memset(ev, 0, sizeof *ev);
+    amqp_maybe_release_buffers(c->state);
+    rc = amqp_simple_wait_frame_noblock(c->state, &f, &tv);
+    if (rc == AMQP_STATUS_TIMEOUT)
+        return GW_ERR_RETRY;
+    if (rc != AMQP_STATUS_OK) {
+        log_warn("mq_read_failed", "name=%s error=\"%s\"", c->name, amqp_error_string2(rc));
+        c->open = false;
+        return GW_ERR_MQ;
+    }
+    ev->kind = MQ_EV_OTHER;
+    if (f.frame_type != AMQP_FRAME_METHOD)
+        return GW_OK; /* a stray content frame: nothing we wait for */
+    switch (f.payload.method.id) {
+    case AMQP_BASIC_ACK_METHOD: {
+        amqp_basic_ack_t *a = f.payload.method.decoded;
+        ev->kind = MQ_EV_ACK;
+        ev->tag = a->delivery_tag;
+        ev->multiple = a->multiple;
+        return GW_OK;
+    }
+    case AMQP_BASIC_NACK_METHOD: {
+        amqp_basic_nack_t *a = f.payload.method.decoded;
+        ev->kind = MQ_EV_NACK;
+        ev->tag = a->delivery_tag;
+        ev->multiple = a->multiple;
+        return GW_OK;
+    }
+    case AMQP_BASIC_RETURN_METHOD:
+        return read_return(c, f.payload.method.decoded, ev);
+    case AMQP_CONNECTION_BLOCKED_METHOD:
+        c->blocked = true;
+        ev->kind = MQ_EV_BLOCKED;
+        log_warn("mq_blocked", "name=%s", c->name);
+        return GW_OK;
+    case AMQP_CONNECTION_UNBLOCKED_METHOD:
+        c->blocked = false;
+        ev->kind = MQ_EV_UNBLOCKED;
+        log_info("mq_unblocked", "name=%s", c->name);
+        return GW_OK;
+    case AMQP_BASIC_CANCEL_METHOD:
+        ev->kind = MQ_EV_CANCEL;
+        log_warn("mq_consumer_cancelled", "name=%s", c->name);
+        return GW_OK;
+    case AMQP_CHANNEL_CLOSE_METHOD: {
+        amqp_channel_close_t *m = f.payload.method.decoded;
+        log_warn("mq_channel_closed", "name=%s code=%u text=\"%.*s\"", c->name, m->reply_code,
+                 (int)m->reply_text.len, (char *)m->reply_text.bytes);
+        amqp_channel_close_ok_t ok = {0};
+        (void)amqp_send_method(c->state, MQ_CHANNEL, AMQP_CHANNEL_CLOSE_OK_METHOD, &ok);
+        c->open = false;
+        return GW_ERR_MQ;
+    }
+    case AMQP_CONNECTION_CLOSE_METHOD: {
+        amqp_connection_close_t *m = f.payload.method.decoded;
+        log_warn("mq_connection_closed", "name=%s code=%u text=\"%.*s\"", c->name, m->reply_code,
+                 (int)m->reply_text.len, (char *)m->reply_text.bytes);
+        amqp_connection_close_ok_t ok = {0};
+        (void)amqp_send_method(c->state, 0, AMQP_CONNECTION_CLOSE_OK_METHOD, &ok);
+        c->open = false;
+        return GW_ERR_MQ;
+    }
+    default:
+        return GW_OK;
+    }
+}
+
+static long ms_since(const struct timespec *t0)
+{
+    struct timespec now;
+
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    return (now.tv_sec - t0->tv_sec) * 1000 + (now.tv_nsec - t0->tv_nsec) / 1000000;
+}
+
+gw_err mq_publish_confirmed(mq_conn *c, const mq_message *m, int timeout_ms, char *why,
+                            size_t why_len)
+{
+    struct timespec t0;
+    bool returned = false;
+    uint64_t seq = 0;
+    mq_event ev;
+    gw_err err;
+
+    snprintf(why, why_len, "not confirmed");
+    if ((err = mq_publish(c, m, &seq)) != GW_OK)
+        return err;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    for (;;) {
+        long left = timeout_ms - ms_since(&t0);
+
+        if (left <= 0) {
+            c->open = false; /* a late confirm would confuse the next wait: reconnect */
+            return GW_ERR_MQ;
+        }
+        err = mq_next_event(c, (int)left, &ev);
+        if (err == GW_ERR_RETRY)
+            continue;
+        if (err != GW_OK)
+            return err;
+        if (ev.kind == MQ_EV_RETURN && strcmp(ev.message_id, m->message_id) == 0) {
+            returned = true; /* its ack follows */
+            snprintf(why, why_len, "%d %s", ev.reply_code, ev.reply_text);
+        } else if ((ev.kind == MQ_EV_ACK || ev.kind == MQ_EV_NACK) &&
+                   (ev.tag == seq || (ev.multiple && ev.tag >= seq))) {
+            if (ev.kind == MQ_EV_NACK) {
+                snprintf(why, why_len, "nacked by the broker");
+                return GW_ERR_MQ;
+            }
+            return returned ? GW_ERR_NOT_FOUND : GW_OK;
+        }
+    }
+}

@@ -1,0 +1,241 @@
+/* shared/pg/db.c - libpq with checked results and reconnects */
+#include "shared/pg/db.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "shared/config.h"
+#include "shared/lib/log.h"
+
+struct db_conn {
+    PGconn *pg;
+    char *url;
+    char *app;
+    const db_stmt *stmts; /* borrowed */
+    size_t nstmts;
+    bool ready; /* connected and prepared */
+};
+
+void db_message_line(const char *msg, char *out, size_t len)
+{
+    snprintf(out, len, "%s", msg ? msg : "");
+    out[strcspn(out, "\n")] = '\0'; /* the first line is the reason; the log escapes the rest */
+}
+
+gw_err db_check(const PGresult *res, ExecStatusType want, const char *stmt)
+{
+    const char *st, *msg;
+    char line[256];
+
+    if (PQresultStatus(res) == want) /* a NULL res reads as PGRES_FATAL_ERROR */
+        return GW_OK;
+    st = res ? PQresultErrorField(res, PG_DIAG_SQLSTATE) : NULL;
+    msg = res ? PQresultErrorField(res, PG_DIAG_MESSAGE_PRIMARY) : NULL;
+    /* a lost connection has no fields: the result's message (or none) says why */
+    db_message_line(msg   ? msg
+                    : res ? PQresultErrorMessage(res)
+                          : "no result (connection lost)",
+                    line, sizeof line);
+    if (st && strcmp(st, "23505") == 0) {
+        const char *constraint = PQresultErrorField(res, PG_DIAG_CONSTRAINT_NAME);
+
+        /* a committed row holds the key: the statement alone fails again on every retry */
+        log_warn("db_unique_violation", "stmt=%s constraint=%s message=\"%s\"", stmt,
+                 constraint ? constraint : "none", line);
+        return GW_ERR_CONFLICT;
+    }
+    log_warn("db_error", "stmt=%s sqlstate=%s message=\"%s\"", stmt, st ? st : "none",
+             line[0] ? line : "no result");
+    if (st && (strcmp(st, "40001") == 0 || strcmp(st, "40P01") == 0))
+        return GW_ERR_RETRY;
+    return GW_ERR_DB;
+}
+
+static gw_err db_connect(db_conn *db)
+{
+    const char *keys[] = {"dbname", "application_name", "connect_timeout", NULL};
+    const char *vals[] = {db->url, db->app, "3", NULL};
+    char target[160];
+    PGresult *res;
+
+    PQfinish(db->pg);
+    db->ready = false;
+    /* expand_dbname: the URL is parsed, then later keys override it */
+    db->pg = PQconnectdbParams(keys, vals, 1);
+    if (db->pg == NULL || PQstatus(db->pg) != CONNECTION_OK) {
+        char why[256];
+
+        db_message_line(db->pg ? PQerrorMessage(db->pg) : "out of memory", why, sizeof why);
+        config_db_target(db->url, target, sizeof target);
+        log_warn("db_connect_failed", "target=%s error=\"%s\"", target, why);
+        return GW_ERR_DB;
+    }
+    /* shorter than the 10 s stop deadline, so a stuck query cannot hold a shutdown */
+    if (db_exec(db, "SET statement_timeout = '" DB_STATEMENT_TIMEOUT "'") != GW_OK)
+        return GW_ERR_DB;
+    /* a transaction left open (a wait on the broker that never ends, a bug) cannot hold its
+     * row locks and vacuum's horizon for longer than this: PostgreSQL ends the session */
+    if (db_exec(db, "SET idle_in_transaction_session_timeout = '" DB_IDLE_IN_TRANSACTION "'") !=
+        GW_OK)
+        return GW_ERR_DB;
+    for (size_t i = 0; i < db->nstmts; i++) {
+        res = PQprepare(db->pg, db->stmts[i].name, db->stmts[i].sql, 0, NULL);
+        if (db_check(res, PGRES_COMMAND_OK, db->stmts[i].name) != GW_OK) {
+            PQclear(res);
+            return GW_ERR_DB;
+        }
+        PQclear(res);
+    }
+    db->ready = true;
+    return GW_OK;
+}
+
+gw_err db_open(const char *url, const char *app, const db_stmt *stmts, size_t n, bool lazy,
+               db_conn **out)
+{
+    db_conn *db = calloc(1, sizeof *db);
+    gw_err err;
+
+    if (db == NULL)
+        return GW_ERR_NOMEM;
+    db->url = strdup(url);
+    db->app = strdup(app);
+    db->stmts = stmts;
+    db->nstmts = n;
+    if (db->url == NULL || db->app == NULL) {
+        db_close(db);
+        return GW_ERR_NOMEM;
+    }
+    err = db_connect(db);
+    if (err != GW_OK && !lazy) {
+        db_close(db);
+        return err;
+    }
+    *out = db;
+    return GW_OK;
+}
+
+void db_close(db_conn *db)
+{
+    if (db == NULL)
+        return;
+    PQfinish(db->pg);
+    free(db->url);
+    free(db->app);
+    free(db);
+}
+
+PGconn *db_pg(db_conn *db)
+{
+    return db->pg;
+}
+
+gw_err db_ensure(db_conn *db)
+{
+    if (db->ready && PQstatus(db->pg) == CONNECTION_OK &&
+        PQtransactionStatus(db->pg) == PQTRANS_IDLE)
+        return GW_OK;
+    if (db->ready && PQstatus(db->pg) == CONNECTION_OK) {
+        /* left inside a transaction by an earlier failure: end it, keep the connection */
+        PQclear(PQexec(db->pg, "ROLLBACK"));
+        if (PQtransactionStatus(db->pg) == PQTRANS_IDLE)
+            return GW_OK;
+    }
+    if (db_connect(db) != GW_OK)
+        return GW_ERR_DB;
+    log_info("db_connected", "app=%s", db->app);
+    return GW_OK;
+}
+
+bool db_healthy(db_conn *db)
+{
+    PGresult *res;
+    bool ok;
+
+    if (db_ensure(db) != GW_OK)
+        return false;
+    res = PQexec(db->pg, "SELECT 1");
+    ok = PQresultStatus(res) == PGRES_TUPLES_OK;
+    PQclear(res);
+    if (!ok && PQstatus(db->pg) != CONNECTION_OK && db_ensure(db) == GW_OK) {
+        /* died while idle (the server restarted): the first use notices, a reconnect answers */
+        res = PQexec(db->pg, "SELECT 1");
+        ok = PQresultStatus(res) == PGRES_TUPLES_OK;
+        PQclear(res);
+    }
+    return ok;
+}
+
+gw_err db_exec(db_conn *db, const char *sql)
+{
+    PGresult *res = PQexec(db->pg, sql);
+    gw_err err = db_check(res, PGRES_COMMAND_OK, sql);
+
+    PQclear(res);
+    return err;
+}
+
+gw_err db_begin(db_conn *db, const char *sql)
+{
+    gw_err err = db_exec(db, sql ? sql : "BEGIN");
+
+    if (err == GW_OK || PQstatus(db->pg) == CONNECTION_OK)
+        return err;
+    if (db_ensure(db) != GW_OK)
+        return GW_ERR_DB;
+    return db_exec(db, sql ? sql : "BEGIN");
+}
+
+void db_rollback(db_conn *db)
+{
+    if (PQstatus(db->pg) == CONNECTION_OK && db_exec(db, "ROLLBACK") != GW_OK)
+        log_warn("db_rollback_failed", "app=%s", db->app);
+}
+
+PGresult *db_prepared(db_conn *db, const char *name, int n, const char *const *params)
+{
+    return PQexecPrepared(db->pg, name, n, params, NULL, NULL, 0);
+}
+
+gw_err db_check_schema(db_conn *db)
+{
+    PGresult *res = PQexec(db->pg, "SELECT coalesce(max(version), 0) FROM schema_migrations");
+    gw_err err = db_check(res, PGRES_TUPLES_OK, "schema_version");
+    int have;
+
+    if (err != GW_OK) {
+        PQclear(res);
+        log_error("schema_missing", "want=%d hint=\"run scripts/migrate\"", DB_SCHEMA_VERSION);
+        return err;
+    }
+    have = atoi(PQgetvalue(res, 0, 0));
+    PQclear(res);
+    if (have != DB_SCHEMA_VERSION) {
+        log_error("schema_mismatch",
+                  "have=%d want=%d hint=\"run scripts/migrate with this build's sql/\"", have,
+                  DB_SCHEMA_VERSION);
+        return GW_ERR_INVALID;
+    }
+    return GW_OK;
+}
+
+gw_err db_wait_schema(const char *url, const char *app, int wait_s)
+{
+    db_conn *db = NULL;
+    char target[160];
+    gw_err err;
+
+    for (int waited = 0; db_open(url, app, NULL, 0, false, &db) != GW_OK; waited++) {
+        if (waited >= wait_s) {
+            config_db_target(url, target, sizeof target);
+            log_error("db_unavailable", "target=%s waited_s=%d", target, waited);
+            return GW_ERR_DB;
+        }
+        sleep(1);
+    }
+    err = db_check_schema(db);
+    db_close(db);
+    return err;
+}

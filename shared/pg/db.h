@@ -1,0 +1,99 @@
+/* shared/pg/db.h - one PostgreSQL connection with its prepared statements */
+#ifndef SHARED_PG_DB_H
+#define SHARED_PG_DB_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include <libpq-fe.h>
+
+#include "shared/lib/err.h"
+
+/* The schema version this build expects: the highest sql/NNNN_*.sql. */
+#define DB_SCHEMA_VERSION 11
+
+/* A statement prepared on every (re)connect. */
+typedef struct db_stmt {
+    const char *name;
+    const char *sql;
+} db_stmt;
+
+typedef struct db_conn db_conn;
+
+/*
+ * Every session's bounds. The longest a program keeps a transaction idle on
+ * purpose is the relay's batch while the broker blocks it (RELAY_BLOCKED_MAX_MS,
+ * 30 s, in worker/relay/relay.h); docs/decisions.md 14 lists the others.
+ */
+#define DB_STATEMENT_TIMEOUT   "5s"
+#define DB_IDLE_IN_TRANSACTION "60s"
+
+/*
+ * db_open - connect to @url as @app (application_name), set the session's
+ * bounds (above), and prepare @stmts (borrowed: must outlive the
+ * connection). On GW_OK *@out is owned by the caller (db_close()). A failed
+ * first connect still returns GW_OK with a broken connection when @lazy is
+ * true, so a daemon can start and let db_ensure() retry; otherwise GW_ERR_DB.
+ * One db_conn is never used by two threads at once.
+ */
+GW_MUSTCHECK gw_err db_open(const char *url, const char *app, const db_stmt *stmts, size_t n,
+                            bool lazy, db_conn **out);
+void db_close(db_conn *db); /* accepts NULL */
+
+/* db_pg - the libpq handle, borrowed. */
+PGconn *db_pg(db_conn *db);
+
+/*
+ * db_ensure - make the connection usable: when it is broken, reconnect once
+ * and re-prepare. GW_ERR_DB when PostgreSQL is still unavailable.
+ */
+GW_MUSTCHECK gw_err db_ensure(db_conn *db);
+
+/* db_healthy - a cheap "SELECT 1" round trip. */
+bool db_healthy(db_conn *db);
+
+/*
+ * db_check - compare @res's status to @want; map the SQLSTATE of a failure:
+ * 23505 -> GW_ERR_CONFLICT, 40001/40P01 -> GW_ERR_RETRY, anything else GW_ERR_DB.
+ * GW_ERR_CONFLICT is not transient: a unique violation is raised only when a
+ * committed row (or one the same transaction wrote) holds the key, so the same
+ * statement alone fails again on every retry; the caller answers it for good
+ * (decision 13). Logs failures once with @stmt (a unique violation with its
+ * constraint). @res stays owned by the caller.
+ */
+GW_MUSTCHECK gw_err db_check(const PGresult *res, ExecStatusType want, const char *stmt);
+
+/* db_message_line - the first line of @msg into @out (a log value: shared/log escapes it). */
+void db_message_line(const char *msg, char *out, size_t len);
+
+/* db_exec - run a parameterless command (BEGIN, COMMIT, ROLLBACK, SET ...). */
+GW_MUSTCHECK gw_err db_exec(db_conn *db, const char *sql);
+
+/*
+ * db_begin - BEGIN (or @sql, e.g. "BEGIN ISOLATION LEVEL ..."). A connection
+ * that died while idle (the server restarted) is only noticed here: reconnect
+ * once and try again, which is safe because nothing was sent yet.
+ */
+GW_MUSTCHECK gw_err db_begin(db_conn *db, const char *sql);
+
+/* db_rollback - end a failed transaction; keeps the caller's first error, logs its own. */
+void db_rollback(db_conn *db);
+
+/* db_prepared - run prepared statement @name; the result is owned by the caller (PQclear). */
+PGresult *db_prepared(db_conn *db, const char *name, int n, const char *const *params);
+
+/*
+ * db_check_schema - GW_OK when schema_migrations is at DB_SCHEMA_VERSION;
+ * otherwise logs both versions and returns GW_ERR_INVALID (GW_ERR_DB when
+ * the query itself fails).
+ */
+GW_MUSTCHECK gw_err db_check_schema(db_conn *db);
+
+/*
+ * db_wait_schema - at start-up: wait up to @wait_s for PostgreSQL at @url,
+ * then db_check_schema(). GW_OK, GW_ERR_DB (never reachable) or
+ * GW_ERR_INVALID (wrong schema). Logs the reason.
+ */
+GW_MUSTCHECK gw_err db_wait_schema(const char *url, const char *app, int wait_s);
+
+#endif

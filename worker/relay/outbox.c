@@ -1,0 +1,196 @@
+/* worker/relay/outbox.c - claim, mark and purge outbox rows */
+#include "worker/relay/outbox.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct outbox_batch {
+    PGresult *res; /* owns the strings the rows point to */
+    size_t n;
+    outbox_row *rows;
+};
+
+const db_stmt outbox_stmts[] = {
+    {"outbox_claim", "SELECT id, event_id, payment_id, routing_key, body, traceparent "
+                     "FROM outbox WHERE state = 'pending' AND next_attempt_at <= now() "
+                     "ORDER BY id LIMIT $1::int FOR UPDATE SKIP LOCKED"},
+    /* the payment moves forward only: a settled payment stays settled */
+    /* A payment row the worker holds is being settled: "published" would be overwritten by
+     * "settled" a moment later (and must never replace it), so the relay skips the row
+     * rather than wait for the worker's commit with its whole batch unmarked. The rows it
+     * does lock, it locks in byte order of payment_id, the order the worker's batches use. */
+    {"outbox_published",
+     "WITH o AS (UPDATE outbox SET state = 'published', published_at = now() "
+     "WHERE id = ANY($1::bigint[]) AND state = 'pending' RETURNING payment_id), "
+     "l AS (SELECT p.payment_id FROM payments p JOIN o USING (payment_id) "
+     "WHERE p.status = 'accepted' ORDER BY p.payment_id COLLATE \"C\" "
+     "FOR UPDATE OF p SKIP LOCKED) "
+     "UPDATE payments p SET status = 'published', updated_at = now() FROM l "
+     "WHERE p.payment_id = l.payment_id AND p.status = 'accepted'"},
+    {"outbox_unroutable",
+     "WITH o AS (UPDATE outbox SET state = 'unroutable', published_at = now(), last_error = $2 "
+     "WHERE id = $1::bigint AND state = 'pending' RETURNING payment_id) "
+     "UPDATE payments p SET status = 'unroutable', last_error = $2, updated_at = now() FROM o "
+     "WHERE p.payment_id = o.payment_id AND p.status = 'accepted'"},
+    {"outbox_nacked",
+     "UPDATE outbox SET publish_attempts = publish_attempts + 1, last_error = $2, "
+     "next_attempt_at = now() + make_interval(secs => least(60, 2 ^ least(publish_attempts, 6))) "
+     "WHERE id = ANY($1::bigint[]) AND state = 'pending'"},
+    {"outbox_purge", "DELETE FROM outbox WHERE id IN (SELECT id FROM outbox WHERE state = "
+                     "'published' AND published_at < now() - make_interval(hours => $1::int) "
+                     "LIMIT $2::int)"},
+    {"outbox_backlog", "SELECT count(*), coalesce(extract(epoch FROM now() - min(created_at)), 0) "
+                       "FROM outbox WHERE state = 'pending'"},
+};
+const size_t outbox_nstmts = sizeof outbox_stmts / sizeof outbox_stmts[0];
+
+gw_err outbox_claim(db_conn *db, int limit, outbox_batch **out)
+{
+    char lim[16];
+    const char *params[1] = {lim};
+    outbox_batch *b = calloc(1, sizeof *b);
+    gw_err err;
+
+    if (b == NULL)
+        return GW_ERR_NOMEM;
+    snprintf(lim, sizeof lim, "%d", limit);
+    b->res = db_prepared(db, "outbox_claim", 1, params);
+    if ((err = db_check(b->res, PGRES_TUPLES_OK, "outbox_claim")) != GW_OK) {
+        outbox_batch_free(b);
+        return err;
+    }
+    b->n = (size_t)PQntuples(b->res);
+    b->rows = calloc(b->n ? b->n : 1, sizeof *b->rows);
+    if (b->rows == NULL) {
+        outbox_batch_free(b);
+        return GW_ERR_NOMEM;
+    }
+    for (size_t i = 0; i < b->n; i++) {
+        outbox_row *r = &b->rows[i];
+        int row = (int)i;
+
+        r->id = strtoll(PQgetvalue(b->res, row, 0), NULL, 10);
+        r->event_id = PQgetvalue(b->res, row, 1); /* borrowed from res: valid until PQclear */
+        r->payment_id = PQgetvalue(b->res, row, 2);
+        r->routing_key = PQgetvalue(b->res, row, 3);
+        r->body = PQgetvalue(b->res, row, 4);
+        r->body_len = (size_t)PQgetlength(b->res, row, 4);
+        r->traceparent = PQgetisnull(b->res, row, 5) ? NULL : PQgetvalue(b->res, row, 5);
+    }
+    *out = b;
+    return GW_OK;
+}
+
+void outbox_batch_free(outbox_batch *b)
+{
+    if (b == NULL)
+        return;
+    PQclear(b->res);
+    free(b->rows);
+    free(b);
+}
+
+size_t outbox_batch_len(const outbox_batch *b)
+{
+    return b->n;
+}
+
+outbox_row *outbox_batch_row(outbox_batch *b, size_t i)
+{
+    return &b->rows[i];
+}
+
+/* "{1,2,3}" of the ids whose fate is @fate; NULL when none (or OOM: then *@oom). */
+static char *id_array(const outbox_batch *b, outbox_fate fate, bool *oom)
+{
+    size_t cap = 3 + b->n * 21, len = 0;
+    char *s = malloc(cap);
+
+    *oom = s == NULL;
+    if (s == NULL)
+        return NULL;
+    s[len++] = '{';
+    for (size_t i = 0; i < b->n; i++)
+        if (b->rows[i].fate == fate)
+            len += (size_t)snprintf(s + len, cap - len, "%s%" PRId64, len > 1 ? "," : "",
+                                    b->rows[i].id);
+    if (len == 1) {
+        free(s);
+        return NULL;
+    }
+    s[len++] = '}';
+    s[len] = '\0';
+    return s;
+}
+
+static gw_err exec_ids(db_conn *db, const char *stmt, const char *ids, const char *why)
+{
+    const char *params[2] = {ids, why};
+    PGresult *res = db_prepared(db, stmt, why ? 2 : 1, params);
+    gw_err err = db_check(res, PGRES_COMMAND_OK, stmt);
+
+    PQclear(res);
+    return err;
+}
+
+gw_err outbox_mark(db_conn *db, const outbox_batch *b)
+{
+    char *ids = NULL;
+    bool oom = false;
+    gw_err err = GW_OK;
+
+    ids = id_array(b, OUTBOX_CONFIRMED, &oom);
+    if (ids != NULL)
+        err = exec_ids(db, "outbox_published", ids, NULL);
+    free(ids);
+    if (err != GW_OK || oom)
+        return oom ? GW_ERR_NOMEM : err;
+
+    ids = id_array(b, OUTBOX_NACKED, &oom);
+    if (ids != NULL)
+        err = exec_ids(db, "outbox_nacked", ids, "not confirmed by the broker");
+    free(ids);
+    if (err != GW_OK || oom)
+        return oom ? GW_ERR_NOMEM : err;
+
+    for (size_t i = 0; i < b->n && err == GW_OK; i++) {
+        char id[24];
+
+        if (b->rows[i].fate != OUTBOX_RETURNED)
+            continue;
+        snprintf(id, sizeof id, "%" PRId64, b->rows[i].id);
+        err = exec_ids(db, "outbox_unroutable", id, b->rows[i].why);
+    }
+    return err;
+}
+
+gw_err outbox_purge(db_conn *db, int hours, int limit, long *deleted)
+{
+    char h[16], l[16];
+    const char *params[2] = {h, l};
+    PGresult *res;
+    gw_err err;
+
+    snprintf(h, sizeof h, "%d", hours);
+    snprintf(l, sizeof l, "%d", limit);
+    res = db_prepared(db, "outbox_purge", 2, params);
+    err = db_check(res, PGRES_COMMAND_OK, "outbox_purge");
+    *deleted = err == GW_OK ? atol(PQcmdTuples(res)) : 0;
+    PQclear(res);
+    return err;
+}
+
+gw_err outbox_backlog(db_conn *db, long *pending, double *oldest_age_s)
+{
+    PGresult *res = db_prepared(db, "outbox_backlog", 0, NULL);
+    gw_err err = db_check(res, PGRES_TUPLES_OK, "outbox_backlog");
+
+    if (err == GW_OK) {
+        *pending = atol(PQgetvalue(res, 0, 0));
+        *oldest_age_s = atof(PQgetvalue(res, 0, 1));
+    }
+    PQclear(res);
+    return err;
+}

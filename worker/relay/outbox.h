@@ -1,0 +1,66 @@
+/* worker/relay/outbox.h - the transactional outbox as the relay sees it */
+#ifndef WORKER_RELAY_OUTBOX_H
+#define WORKER_RELAY_OUTBOX_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "shared/lib/err.h"
+#include "shared/pg/db.h"
+
+/* What became of one claimed row after its publish. */
+typedef enum outbox_fate {
+    OUTBOX_UNSETTLED, /* no confirm (yet): stays pending */
+    OUTBOX_CONFIRMED, /* acked and routed */
+    OUTBOX_RETURNED,  /* basic.return: unroutable */
+    OUTBOX_NACKED,    /* nacked or timed out: retried after a back-off */
+} outbox_fate;
+
+typedef struct outbox_row {
+    int64_t id;
+    const char *event_id; /* borrowed from the batch */
+    const char *payment_id;
+    const char *routing_key;
+    const char *body;
+    size_t body_len;
+    const char *traceparent; /* NULL: none */
+    uint64_t seq;            /* publisher-confirm delivery tag, 0: not published */
+    bool settled;            /* its ack or nack arrived */
+    outbox_fate fate;
+    char why[160]; /* reply text of a return or a nack */
+} outbox_row;
+
+typedef struct outbox_batch outbox_batch;
+
+/* The statements a relay connection prepares. */
+extern const db_stmt outbox_stmts[];
+extern const size_t outbox_nstmts;
+
+/*
+ * outbox_claim - inside the caller's transaction, lock up to @limit due
+ * pending rows in id order (FOR UPDATE SKIP LOCKED: relays side by side take
+ * different rows). On GW_OK *@out is a new batch owned by the caller
+ * (outbox_batch_free()), possibly empty.
+ */
+GW_MUSTCHECK gw_err outbox_claim(db_conn *db, int limit, outbox_batch **out);
+void outbox_batch_free(outbox_batch *b); /* accepts NULL */
+
+size_t outbox_batch_len(const outbox_batch *b);
+outbox_row *outbox_batch_row(outbox_batch *b, size_t i); /* borrowed */
+
+/*
+ * outbox_mark - write every row's fate in the claiming transaction: confirmed
+ * rows published (payment accepted -> published), returned rows unroutable
+ * (payment -> unroutable with the reply), nacked rows pushed back with a
+ * back-off. Unsettled rows are left as they are. The caller COMMITs.
+ */
+GW_MUSTCHECK gw_err outbox_mark(db_conn *db, const outbox_batch *b);
+
+/* outbox_purge - delete up to @limit published rows older than @hours; the count in *@deleted. */
+GW_MUSTCHECK gw_err outbox_purge(db_conn *db, int hours, int limit, long *deleted);
+
+/* outbox_backlog - pending rows and the age in seconds of the oldest. */
+GW_MUSTCHECK gw_err outbox_backlog(db_conn *db, long *pending, double *oldest_age_s);
+
+#endif

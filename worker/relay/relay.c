@@ -1,0 +1,389 @@
+/* worker/relay/relay.c - one batch at a time: claim, publish all, collect confirms, mark, COMMIT */
+#include "worker/relay/relay.h"
+
+#include <poll.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "shared/amqp/mq.h"
+#include "shared/failpoint.h"
+#include "shared/lib/backoff.h"
+#include "shared/lib/log.h"
+#include "shared/mq_topology.h"
+#include "shared/pg/db.h"
+#include "worker/relay/outbox.h"
+#include "worker/relay/relay_lane.h"
+
+#define NOTIFY_CHANNEL "paygw_outbox"
+#define HOUSEKEEPING_S 60
+#define BACKLOG_S      2
+#define PURGE_LIMIT    1000
+
+#define LANES 2
+
+struct relay {
+    const gw_config *cfg;
+    health *health;
+    relay_lane *lanes[LANES]; /* lanes[0]'s connection also LISTENs and does housekeeping */
+    db_conn *db;              /* borrowed from lanes[0] */
+    int oldest;               /* the lane whose batch went out first */
+    mq_conn *mq;
+    bool listening;
+    relay_metrics m;
+    metric *backlog, *oldest_age, *purged, *blocked;
+    time_t next_housekeeping, next_backlog;
+    long unblocked_ms; /* when the broker last lifted a block: confirm timeouts count from here */
+    long blocked_ms;   /* when the current block began */
+    long stop_ms;      /* when the stop was first seen; 0 before */
+};
+
+static long now_ms(void)
+{
+    struct timespec t;
+
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return t.tv_sec * 1000 + t.tv_nsec / 1000000;
+}
+
+gw_err relay_new(const gw_config *cfg, metrics *m, health *h, relay **out)
+{
+    relay *r = calloc(1, sizeof *r);
+
+    if (r == NULL)
+        return GW_ERR_NOMEM;
+    r->cfg = cfg;
+    r->health = h;
+    r->m.published = metrics_counter(m, "paygw_relay_published_total", NULL,
+                                     "Messages handed to the broker (not yet confirmed).");
+    r->m.confirmed =
+        metrics_counter(m, "paygw_relay_confirmed_total", NULL,
+                        "Publishes the broker acked and routed; rows marked published.");
+    r->m.returned = metrics_counter(m, "paygw_relay_returned_total", NULL,
+                                    "Publishes the broker returned as unroutable (basic.return).");
+    r->m.nacked = metrics_counter(m, "paygw_relay_nacked_total", NULL,
+                                  "Publishes the broker nacked; rows left pending.");
+    r->m.timeouts = metrics_counter(m, "paygw_relay_confirm_timeouts_total", NULL,
+                                    "Publishes without a confirm in time; rows left pending.");
+    r->m.batch_size =
+        metrics_histogram(m, "paygw_relay_batch_size", NULL, "Rows claimed per batch.",
+                          metrics_batch_bounds, metrics_batch_nbounds);
+    r->m.confirm_seconds =
+        metrics_histogram(m, "paygw_relay_confirm_duration_seconds", NULL,
+                          "From the first publish of a batch to its last confirm.",
+                          metrics_latency_bounds, metrics_latency_nbounds);
+    r->backlog = metrics_gauge(m, "paygw_outbox_backlog", NULL, "Unpublished outbox rows.");
+    r->oldest_age = metrics_gauge(m, "paygw_outbox_oldest_pending_age_seconds", NULL,
+                                  "Age of the oldest unpublished outbox row.");
+    r->purged = metrics_counter(m, "paygw_relay_outbox_purged_total", NULL,
+                                "Published outbox rows deleted after the retention.");
+    r->blocked = metrics_gauge(m, "paygw_relay_broker_blocked", NULL,
+                               "1 while the broker blocks publishing (memory or disk alarm).");
+    *out = r;
+    return GW_OK;
+}
+
+void relay_set_health(relay *r, health *h)
+{
+    r->health = h;
+}
+
+static void drop_db(relay *r)
+{ /* a lane's rollback leaves its rows pending; the broker's confirms for them no longer matter */
+    for (int i = 0; i < LANES; i++) {
+        relay_lane_close(r->lanes[i]);
+        r->lanes[i] = NULL;
+    }
+    r->db = NULL;
+    r->listening = false;
+    health_set_db(r->health, false);
+}
+
+static void finish_all(relay *r, bool timed_out);
+
+/*
+ * drop_mq - close the broker connection. Delivery tags are numbered per
+ * channel, so a lane never outlives the channel that published its batch: what
+ * was confirmed is marked, the rest stays pending (published again later).
+ */
+static void drop_mq(relay *r)
+{
+    finish_all(r, false);
+    mq_close(r->mq);
+    r->mq = NULL;
+    metrics_set(r->blocked, 0);
+    health_set_mq(r->health, false);
+}
+
+void relay_free(relay *r)
+{
+    if (r == NULL)
+        return;
+    drop_db(r);
+    drop_mq(r);
+    free(r);
+}
+
+static gw_err connect_db(relay *r)
+{
+    gw_err err;
+
+    if (r->db != NULL && db_ensure(r->db) == GW_OK && r->listening)
+        return GW_OK;
+    for (int i = 0; i < LANES; i++) {
+        if (r->lanes[i] == NULL &&
+            (err = relay_lane_open(r->cfg->database_url, &r->m, &r->lanes[i])) != GW_OK)
+            return err;
+        if ((err = db_ensure(relay_lane_db(r->lanes[i]))) != GW_OK)
+            return err;
+    }
+    r->db = relay_lane_db(r->lanes[0]);
+    /* after every reconnect: a LISTEN does not survive its session */
+    if ((err = db_exec(r->db, "LISTEN " NOTIFY_CHANNEL)) != GW_OK)
+        return err;
+    r->listening = true;
+    health_set_db(r->health, true);
+    return GW_OK;
+}
+
+static gw_err connect_mq(relay *r)
+{
+    gw_err err;
+
+    if (r->mq != NULL && mq_fd(r->mq) >= 0)
+        return GW_OK;
+    drop_mq(r);
+    if ((err = mq_open(r->cfg->amqp_url, "payments-relay", true, &r->mq)) != GW_OK)
+        return err;
+    if ((err = mq_topology_declare(r->mq, r->cfg)) != GW_OK) {
+        drop_mq(r);
+        return err;
+    }
+    health_set_mq(r->health, true);
+    return GW_OK;
+}
+
+static bool any_busy(const relay *r)
+{
+    for (int i = 0; i < LANES; i++)
+        if (r->lanes[i] != NULL && relay_lane_busy(r->lanes[i]))
+            return true;
+    return false;
+}
+
+/* Finish every lane in hand (after the broker went away, or at stop): keep what was confirmed. */
+static void finish_all(relay *r, bool timed_out)
+{
+    for (int i = 0; i < LANES; i++)
+        if (r->lanes[i] != NULL && relay_lane_busy(r->lanes[i]) &&
+            relay_lane_finish(r->lanes[i], timed_out) != GW_OK)
+            log_warn("relay_batch_not_marked", "lane=%d", i);
+}
+
+/*
+ * pump_event - read one broker event within @timeout_ms and hand it to the
+ * lanes: a tag or a message_id names one lane's row, blocked or not.
+ * GW_ERR_RETRY on timeout; GW_ERR_MQ when the connection is gone.
+ */
+static gw_err pump_event(relay *r, int timeout_ms)
+{
+    mq_event ev;
+    gw_err err = mq_next_event(r->mq, timeout_ms, &ev);
+
+    if (err != GW_OK)
+        return err;
+    if (ev.kind == MQ_EV_BLOCKED) {
+        r->blocked_ms = now_ms();
+        metrics_set(r->blocked, 1);
+        log_warn("relay_blocked", "batches_in_flight=%d", any_busy(r));
+    } else if (ev.kind == MQ_EV_UNBLOCKED) {
+        r->unblocked_ms = now_ms();
+        metrics_set(r->blocked, 0);
+        log_info("relay_unblocked", "blocked_ms=%ld", r->unblocked_ms - r->blocked_ms);
+    }
+    for (int i = 0; i < LANES; i++)
+        relay_lane_event(r->lanes[i], &ev);
+    return GW_OK;
+}
+
+/*
+ * confirm_wait_ms - how long to wait for the oldest lane's next confirm; <= 0:
+ * give its batch up. Only time the broker let us publish counts, so a block
+ * (a memory or disk alarm) does not time a batch out, within limits.
+ */
+static long confirm_wait_ms(relay *r, relay_lane *old, volatile sig_atomic_t *stop)
+{
+    long now = now_ms(), unblocked = now - r->unblocked_ms, age = relay_lane_age_ms(old);
+
+    if (*stop && r->stop_ms == 0)
+        r->stop_ms = now;
+    if (!mq_blocked(r->mq))
+        return RELAY_CONFIRM_TIMEOUT_MS - (age < unblocked ? age : unblocked);
+    if (r->stop_ms != 0 && now - r->stop_ms >= RELAY_STOP_BLOCKED_MS)
+        return 0;
+    if (now - r->blocked_ms >= RELAY_BLOCKED_MAX_MS)
+        return 0;
+    return 200; /* short slices: a stop must be seen */
+}
+
+/*
+ * relay_cycle - keep both lanes going: start a batch in an idle lane (unless
+ * stopping or blocked), then read confirms until the oldest lane's batch is
+ * settled or given up, and finish it (marks, COMMIT). While one lane waits for
+ * its confirms, the other's rows are already published. *@more says a full
+ * batch was claimed (more may be waiting).
+ */
+static gw_err relay_cycle(relay *r, volatile sig_atomic_t *stop, bool *more)
+{
+    relay_lane *old;
+    size_t claimed;
+    gw_err err;
+
+    *more = false;
+    for (int i = 0; i < LANES && !*stop && !mq_blocked(r->mq); i++) {
+        int k = (r->oldest + i) % LANES;
+
+        if (relay_lane_busy(r->lanes[k]))
+            continue;
+        if (!any_busy(r))
+            r->oldest = k;
+        err = relay_lane_start(r->lanes[k], r->mq, RELAY_BATCH_SIZE, &claimed);
+        if (err != GW_OK)
+            return err; /* GW_ERR_MQ: drop_mq() finishes the lane */
+        *more = claimed == RELAY_BATCH_SIZE;
+        break; /* one new batch per cycle: the other lane is either busy or not needed */
+    }
+    old = r->lanes[r->oldest];
+    if (!relay_lane_busy(old)) {
+        if (mq_blocked(r->mq))
+            return pump_event(r, 200) == GW_ERR_MQ ? GW_ERR_MQ : GW_OK; /* wait for unblock */
+        return GW_OK;
+    }
+    while (relay_lane_waiting(old) > 0) {
+        long left = confirm_wait_ms(r, old, stop);
+
+        if (left <= 0) {
+            /* late confirms would confuse the next batch: reconnect */
+            finish_all(r, true);
+            return GW_ERR_MQ;
+        }
+        err = pump_event(r, (int)left);
+        if (err != GW_OK && err != GW_ERR_RETRY)
+            return err; /* drop_mq() keeps what was acked so far */
+    }
+    err = relay_lane_finish(old, false);
+    r->oldest = (r->oldest + 1) % LANES;
+    if (err == GW_OK && relay_lane_busy(r->lanes[r->oldest]))
+        *more = true; /* the other lane is in flight: keep cycling */
+    return err;
+}
+
+static void housekeeping(relay *r)
+{
+    time_t now = time(NULL);
+    long pending = 0, deleted = 0;
+    double age = 0;
+
+    if (now >= r->next_backlog) {
+        r->next_backlog = now + BACKLOG_S;
+        if (outbox_backlog(r->db, &pending, &age) == GW_OK) {
+            metrics_set(r->backlog, (double)pending);
+            metrics_set(r->oldest_age, age);
+        }
+    }
+    if (now >= r->next_housekeeping) {
+        r->next_housekeeping = now + HOUSEKEEPING_S;
+        /* small batches: a big DELETE would hold locks the accepts need */
+        if (outbox_purge(r->db, r->cfg->outbox_retention_hours, PURGE_LIMIT, &deleted) == GW_OK &&
+            deleted > 0) {
+            metrics_add(r->purged, (uint64_t)deleted);
+            log_info("outbox_purged", "rows=%ld retention_hours=%d", deleted,
+                     r->cfg->outbox_retention_hours);
+            r->next_housekeeping = now; /* more may be left */
+        }
+    }
+}
+
+/* Wait for a NOTIFY, a broker frame, or the polling fallback, whichever comes first. */
+static gw_err wait_for_work(relay *r)
+{
+    struct pollfd fds[2] = {{PQsocket(db_pg(r->db)), POLLIN, 0}, {mq_fd(r->mq), POLLIN, 0}};
+    PGnotify *n;
+    gw_err err;
+    bool woken = false;
+
+    /*
+     * A NOTIFY sent while our batch transaction was open is delivered at its
+     * COMMIT: libpq read it off the socket with the COMMIT's answer, so poll()
+     * would not see it. PQnotifies() parses what is buffered without reading.
+     */
+    while ((n = PQnotifies(db_pg(r->db))) != NULL) {
+        PQfreemem(n);
+        woken = true;
+    }
+    if (woken)
+        return GW_OK;
+    if (poll(fds, 2, RELAY_POLL_MS) < 0)
+        return GW_OK; /* EINTR: the loop checks the stop flag */
+    if (fds[1].revents) {
+        /* heartbeats, connection.blocked, or a close */
+        err = pump_event(r, 1);
+        if (err == GW_ERR_MQ)
+            return err;
+    }
+    if (fds[0].revents) {
+        if (!PQconsumeInput(db_pg(r->db)))
+            return GW_ERR_DB;
+        while ((n = PQnotifies(db_pg(r->db))) != NULL)
+            PQfreemem(n); /* one wake-up is enough, however many came */
+    }
+    return GW_OK;
+}
+
+void relay_run(relay *r, volatile sig_atomic_t *stop)
+{
+    backoff bo;
+    bool more;
+    gw_err err;
+
+    backoff_init(&bo, 200, 10000);
+    /* on stop: no new batch, but the ones in hand are confirmed, marked and committed */
+    while (!*stop || (r->lanes[0] != NULL && any_busy(r))) {
+        if ((err = connect_db(r)) != GW_OK) {
+            drop_db(r);
+            backoff_wait(&bo, stop);
+            continue;
+        }
+        if ((err = connect_mq(r)) != GW_OK) {
+            if (*stop)
+                break;
+            backoff_wait(&bo, stop);
+            continue;
+        }
+        err = relay_cycle(r, stop, &more);
+        if (err == GW_ERR_MQ) {
+            drop_mq(r);
+            backoff_wait(&bo, stop);
+            continue;
+        }
+        if (err != GW_OK) {
+            finish_all(r, false);
+            if (PQstatus(db_pg(r->db)) != CONNECTION_OK)
+                drop_db(r);
+            backoff_wait(&bo, stop);
+            continue;
+        }
+        backoff_reset(&bo);
+        if (more || any_busy(r))
+            continue;
+        housekeeping(r);
+        if (mq_blocked(r->mq))
+            continue; /* relay_cycle() waits for the unblock */
+        err = wait_for_work(r);
+        if (err == GW_ERR_MQ)
+            drop_mq(r);
+        else if (err == GW_ERR_DB)
+            drop_db(r);
+    }
+    finish_all(r, false);
+}

@@ -1,0 +1,209 @@
+/* worker/settle/inbox.c - settle_payment() in sql/0002 does the work; this wraps the transaction */
+#include "worker/settle/inbox.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <jansson.h>
+
+#include "shared/failpoint.h"
+#include "shared/lib/log.h"
+
+const db_stmt inbox_stmts[] = {
+    {"mark_retrying",
+     "UPDATE payments SET status = 'retrying', attempts = $3::int, last_error = $4, "
+     "updated_at = now() WHERE payment_id = $1 AND event_id = $2 "
+     "AND payment_status_rank(status) <= payment_status_rank('retrying')"},
+    {"mark_dead",
+     "UPDATE payments SET status = 'dead_lettered', attempts = greatest(attempts, $3::int), "
+     "last_error = $4, updated_at = now() WHERE payment_id = $1 AND event_id = $2 "
+     "AND status <> 'settled'"},
+    {"inbox_purge", "DELETE FROM inbox WHERE event_id IN (SELECT event_id FROM inbox "
+                    "WHERE processed_at < now() - make_interval(days => $1::int) LIMIT $2::int)"},
+    {"inbox_seen_many", "SELECT event_id FROM inbox WHERE event_id = ANY($1::text[])"},
+    {"settle_batch", "SELECT idx, outcome, seconds FROM settle_batch($1::jsonb)"},
+};
+const size_t inbox_nstmts = sizeof inbox_stmts / sizeof inbox_stmts[0];
+
+static gw_err mark(db_conn *db, const char *stmt, const char *payment_id, const char *event_id,
+                   int attempt, const char *why)
+{
+    char att[16];
+    const char *params[4] = {payment_id, event_id, att, why};
+    PGresult *res;
+    gw_err err;
+
+    snprintf(att, sizeof att, "%d", attempt);
+    res = db_prepared(db, stmt, 4, params);
+    err = db_check(res, PGRES_COMMAND_OK, stmt);
+    PQclear(res);
+    return err;
+}
+
+gw_err inbox_mark_retrying(db_conn *db, const payment *p, int attempt, const char *why)
+{
+    return mark(db, "mark_retrying", p->payment_id, p->event_id, attempt, why);
+}
+
+gw_err inbox_mark_dead(db_conn *db, const char *payment_id, const char *event_id, int attempt,
+                       const char *why)
+{
+    return mark(db, "mark_dead", payment_id, event_id, attempt, why);
+}
+
+gw_err inbox_purge(db_conn *db, int days, int limit, long *deleted)
+{
+    char d[16], l[16];
+    const char *params[2] = {d, l};
+    PGresult *res;
+    gw_err err;
+
+    snprintf(d, sizeof d, "%d", days);
+    snprintf(l, sizeof l, "%d", limit);
+    res = db_prepared(db, "inbox_purge", 2, params);
+    err = db_check(res, PGRES_COMMAND_OK, "inbox_purge");
+    *deleted = err == GW_OK ? atol(PQcmdTuples(res)) : 0;
+    PQclear(res);
+    return err;
+}
+
+/* "{a,b}" of the event ids: [A-Za-z0-9._:-] needs no quoting in an array literal. */
+static char *event_array(const inbox_item *items, int n)
+{
+    size_t cap = 3 + (size_t)n * (PAYMENT_ID_MAX + 1), len = 0;
+    char *s = malloc(cap);
+
+    if (s == NULL)
+        return NULL;
+    s[len++] = '{';
+    for (int i = 0; i < n; i++)
+        len += (size_t)snprintf(s + len, cap - len, "%s%s", i ? "," : "", items[i].p->event_id);
+    s[len++] = '}';
+    s[len] = '\0';
+    return s;
+}
+
+gw_err inbox_seen_many(db_conn *db, const inbox_item *items, int n, bool *seen)
+{
+    char *ids = event_array(items, n);
+    const char *params[1] = {ids};
+    PGresult *res;
+    gw_err err;
+
+    if (ids == NULL)
+        return GW_ERR_NOMEM;
+    res = db_prepared(db, "inbox_seen_many", 1, params);
+    err = db_check(res, PGRES_TUPLES_OK, "inbox_seen_many");
+    for (int i = 0; i < n; i++) {
+        seen[i] = false;
+        for (int row = 0; err == GW_OK && row < PQntuples(res); row++)
+            seen[i] = seen[i] || strcmp(PQgetvalue(res, row, 0), items[i].p->event_id) == 0;
+    }
+    PQclear(res);
+    free(ids);
+    return err;
+}
+
+static inbox_outcome outcome_of(const char *s, bool *failed)
+{
+    *failed = false;
+    if (strcmp(s, "settled") == 0)
+        return INBOX_SETTLED;
+    if (strcmp(s, "duplicate") == 0)
+        return INBOX_DUPLICATE;
+    if (strcmp(s, "terminal") == 0)
+        return INBOX_TERMINAL;
+    if (strcmp(s, "unknown_payment") == 0)
+        return INBOX_UNKNOWN;
+    *failed = true;
+    return INBOX_UNKNOWN;
+}
+
+/* One transaction for @items[order[0..n-1]]: on any error nothing is committed. */
+static gw_err try_settle(db_conn *db, inbox_item *items, const int *order, int n)
+{
+    json_t *arr = json_array();
+    const char *params[1];
+    PGresult *res = NULL;
+    char *text;
+    gw_err err;
+
+    for (int k = 0; k < n; k++) {
+        const inbox_item *it = &items[order[k]];
+        json_array_append_new(arr,
+                              json_pack("{s:s,s:s,s:i}", "event_id", it->p->event_id, "payment_id",
+                                        it->p->payment_id, "attempt", it->attempt));
+    }
+    text = json_dumps(arr, JSON_COMPACT);
+    json_decref(arr);
+    if (text == NULL)
+        return GW_ERR_NOMEM;
+    params[0] = text;
+    if ((err = db_begin(db, NULL)) != GW_OK)
+        goto out;
+    res = db_prepared(db, "settle_batch", 1, params);
+    if ((err = db_check(res, PGRES_TUPLES_OK, "settle_batch")) != GW_OK || PQntuples(res) != n) {
+        err = err != GW_OK ? err : GW_ERR_DB;
+        goto rollback;
+    }
+    for (int row = 0; row < n; row++) {
+        int k = atoi(PQgetvalue(res, row, 0));
+        inbox_item *it;
+
+        if (k < 0 || k >= n) {
+            err = GW_ERR_DB;
+            goto rollback;
+        }
+        it = &items[order[k]];
+        it->outcome = outcome_of(PQgetvalue(res, row, 1), &it->failed);
+        it->accept_to_settle_s = PQgetisnull(res, row, 2) ? 0 : atof(PQgetvalue(res, row, 2));
+    }
+    if ((err = failpoint_hit("worker.before_commit")) != GW_OK)
+        goto rollback;
+    if ((err = db_exec(db, "COMMIT")) == GW_OK)
+        goto out;
+rollback:
+    db_rollback(db);
+out:
+    for (int k = 0; err != GW_OK && k < n; k++)
+        items[order[k]].failed = true;
+    PQclear(res);
+    free(text);
+    return err;
+}
+
+static const inbox_item *sort_base;
+
+static int by_payment_id(const void *a, const void *b)
+{
+    return strcmp(sort_base[*(const int *)a].p->payment_id,
+                  sort_base[*(const int *)b].p->payment_id);
+}
+
+gw_err inbox_settle_batch(db_conn *db, inbox_item *items, int n)
+{
+    int *order = malloc((size_t)(n > 0 ? n : 1) * sizeof *order);
+    gw_err err;
+
+    if (order == NULL)
+        return GW_ERR_NOMEM;
+    for (int i = 0; i < n; i++) {
+        order[i] = i;
+        items[i].failed = true;
+    }
+    /* payment_id order: batches of several workers lock payment rows in the same order */
+    sort_base = items; /* one settler thread per process */
+    qsort(order, (size_t)n, sizeof *order, by_payment_id);
+    err = try_settle(db, items, order, n);
+    if (err != GW_OK && n > 1 && PQstatus(db_pg(db)) == CONNECTION_OK) {
+        /* an unexpected error in one item aborted them all: settle each alone */
+        log_warn("settle_batch_split", "items=%d", n);
+        for (int k = 0; k < n; k++)
+            if (try_settle(db, items, &order[k], 1) != GW_OK)
+                log_warn("settle_item_failed", "event_id=%s", items[order[k]].p->event_id);
+        err = GW_OK; /* each item now says for itself whether it failed */
+    }
+    free(order);
+    return err;
+}

@@ -1,0 +1,82 @@
+/*
+ * payments-worker - settle payment decisions into the ledger
+ *
+ * DESCRIPTION  Consumes payments.settlement with basic.qos(WORKER_PREFETCH) and
+ *              manual acks. The deliveries in hand (up to the prefetch, at
+ *              most 128) are applied in one PostgreSQL transaction, each in its
+ *              own subtransaction (inbox row + balanced ledger lines + payment
+ *              settled), and acked only after that COMMIT; a duplicate is acked
+ *              with no effect. Transient bank failures go to a TTL delay queue as a
+ *              confirmed copy; permanent ones and exhausted retries are nacked
+ *              without requeue, so the DLX writes x-death.
+ * SECURITY     DB role paygw_worker (sql/0004): SELECT/INSERT/DELETE on inbox,
+ *              SELECT/INSERT on ledger_entries, SELECT and a few UPDATE columns
+ *              on payments; nothing on the outbox.
+ * ENVIRONMENT  DATABASE_URL, AMQP_URL (required); WORKER_PREFETCH (32),
+ *              RETRY_DELAYS_MS (1000,5000), QUEUE_TYPE (classic),
+ *              BANK_SIM_RULES, INBOX_RETENTION_DAYS (30), METRICS_LISTEN (off),
+ *              AMQP_CACERT (amqps only), LOG_LEVEL, LOG_FORMAT,
+ *              GATEWAY_FAILPOINTS.
+ * SIGNALS      SIGTERM/SIGINT: cancel the consumer, finish the batch in hand
+ *              (COMMIT, then ack), close, exit 0.
+ * EXIT STATUS  0 clean stop; 78 bad configuration; 1 anything else.
+ */
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "shared/config.h"
+#include "shared/failpoint.h"
+#include "shared/http/health.h"
+#include "shared/lib/log.h"
+#include "shared/lib/metrics.h"
+#include "shared/lib/sig.h"
+#include "shared/lib/token.h"
+#include "shared/pg/db.h"
+#include "worker/settle/bank_sim.h"
+#include "worker/settle/settle.h"
+
+#define STARTUP_WAIT_S 30
+
+static volatile sig_atomic_t stop_requested;
+
+int main(void)
+{
+    const gw_config *cfg = config_load_or_exit(CONFIG_NEED_DB | CONFIG_NEED_AMQP);
+    bank sim = {0};
+    metrics *registry = NULL;
+    health *h = NULL;
+    settler *s = NULL;
+    char why[160];
+    int rc = 1;
+
+    if (bank_sim_new(cfg->bank_sim_rules, &sim, why, sizeof why) != GW_OK) {
+        fprintf(stderr, "config: BANK_SIM_RULES is invalid: %s\n", why);
+        return CONFIG_EX_CONFIG;
+    }
+    log_init("payments-worker", cfg->log_level, cfg->log_format);
+    failpoint_init(cfg->failpoints);
+    sig_install_stop(&stop_requested);
+    if (!token_init())
+        goto cleanup;
+    if (db_wait_schema(cfg->database_url, "payments-worker", STARTUP_WAIT_S) != GW_OK)
+        goto cleanup;
+    registry = metrics_new();
+    if (registry == NULL || settler_new(cfg, &sim, registry, &s) != GW_OK)
+        goto cleanup;
+    if (health_start(&cfg->metrics_listen, registry, &h) != GW_OK)
+        goto cleanup;
+    settler_set_health(s, h); /* series registered first: the server renders them from now on */
+    log_info("started", "prefetch=%d retry_steps=%d", cfg->worker_prefetch, cfg->retry_steps);
+    settler_run(s, &stop_requested);
+    log_info("stopping", "reason=signal");
+    rc = 0;
+cleanup:
+    settler_free(s);
+    health_stop(h);
+    metrics_free(registry);
+    bank_free(&sim);
+    log_info("stopped", "status=%d", rc);
+    return rc;
+}
