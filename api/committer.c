@@ -12,12 +12,13 @@
 #include <sodium.h>
 
 #include "shared/canon.h"
+#include "shared/config.h"
 #include "shared/db.h"
 #include "shared/deadline.h"
 #include "shared/failpoint.h"
 #include "shared/log.h"
 
-#define MAX_THREADS 8
+#define MAX_THREADS CONFIG_MAX_COMMIT_THREADS
 /*
  * A second batch starts while one is committing only when this many jobs wait,
  * or when the one in flight has taken OVERLAP_AFTER_NS (a slow or stuck COMMIT
@@ -25,7 +26,7 @@
  * COMMIT per job or two would spend the CPU a loaded machine needs, and the jobs
  * would wait for the disk anyway.
  */
-#define OVERLAP_MIN 16
+#define OVERLAP_MIN      16
 #define OVERLAP_AFTER_NS 5000000L
 /*
  * A batch smaller than OVERLAP_MIN waits up to LINGER_NS for company before its
@@ -37,11 +38,11 @@
 struct committer {
     pthread_mutex_t lock;
     pthread_cond_t work;
-    accept_job *head, *tail; /* under lock */
-    int queued;              /* under lock: jobs from head to tail */
-    int in_flight;           /* under lock: batches between BEGIN and their answers */
+    accept_job *head, *tail;      /* under lock */
+    int queued;                   /* under lock: jobs from head to tail */
+    int in_flight;                /* under lock: batches between BEGIN and their answers */
     struct timespec flight_start; /* under lock: since when the batch(es) in flight hold the rest */
-    bool stopping;           /* under lock */
+    bool stopping;                /* under lock */
     int max_batch;
     metric *batch_size; /* borrowed */
     int nthreads;
@@ -251,12 +252,15 @@ static void *committer_main(void *arg)
 gw_err committer_start(const char *url, int threads, int max_batch, metric *batch_size,
                        committer **out)
 {
-    committer *c = calloc(1, sizeof *c);
+    committer *c;
 
+    if (threads < 1 || threads > MAX_THREADS) { /* config_load() keeps COMMIT_THREADS in range */
+        log_error("committer_bad_threads", "threads=%d max=%d", threads, MAX_THREADS);
+        return GW_ERR_INVALID;
+    }
+    c = calloc(1, sizeof *c);
     if (c == NULL)
         return GW_ERR_NOMEM;
-    if (threads < 1 || threads > MAX_THREADS)
-        threads = 2;
     c->max_batch = max_batch > 0 ? max_batch : 64;
     c->batch_size = batch_size;
     pthread_mutex_init(&c->lock, NULL);

@@ -38,13 +38,14 @@ typedef struct accept_job {
 typedef struct committer committer;
 
 /*
- * committer_start - @threads threads, each with its own connection to @url,
+ * committer_start - @threads threads (1..CONFIG_MAX_COMMIT_THREADS, else
+ * GW_ERR_INVALID), each with its own connection to @url,
  * each taking up to @max_batch queued jobs into one transaction
  * (accept_batch() in sql/0008); each batch's size goes to @batch_size, a
  * histogram (borrowed). Owned by the caller (committer_stop()).
  */
-GW_MUSTCHECK gw_err committer_start(const char *url, int threads, int max_batch,
-                                    metric *batch_size, committer **out);
+GW_MUSTCHECK gw_err committer_start(const char *url, int threads, int max_batch, metric *batch_size,
+                                    committer **out);
 
 /* committer_stop - finish every queued job, then stop and free. Accepts NULL. */
 void committer_stop(committer *c);

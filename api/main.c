@@ -12,7 +12,9 @@
  *              INBOX_RETENTION_DAYS (30, the replay window), RELAY_SLO_SECONDS
  *              (60, reconciliation), RETRY_DELAYS_MS and QUEUE_TYPE (the
  *              topology the admin declares), AMQP_CACERT (amqps only),
- *              LOG_LEVEL (info), LOG_FORMAT (text), GATEWAY_FAILPOINTS.
+ *              COMMIT_THREADS (2: the second starts a batch when the first's
+ *              COMMIT is slow or many wait), LOG_LEVEL (info), LOG_FORMAT
+ *              (text), GATEWAY_FAILPOINTS.
  * SIGNALS      SIGTERM/SIGINT: stop accepting, finish requests in flight, exit 0.
  * EXIT STATUS  0 clean stop; 78 bad configuration; 1 anything else.
  */
@@ -36,7 +38,6 @@
 
 #define HTTP_THREADS     8
 #define DB_POOL_SIZE     4 /* reads and admin; accepts go through the committer */
-#define COMMIT_THREADS   2 /* the second starts a batch when the first's COMMIT is slow or many wait */
 #define COMMIT_MAX_BATCH 128
 #define CONNECTION_LIMIT 4000 /* with epoll, idle connections cost memory, not threads */
 #define PER_IP_LIMIT     1000 /* so one client's slow connections cannot take every slot */
@@ -89,7 +90,7 @@ int main(void)
     if (db_pool_new(cfg->database_url, DB_POOL_SIZE, payments_stmts, payments_nstmts,
                     &app.payments.pool) != GW_OK)
         goto cleanup;
-    if (committer_start(cfg->database_url, COMMIT_THREADS, COMMIT_MAX_BATCH,
+    if (committer_start(cfg->database_url, cfg->commit_threads, COMMIT_MAX_BATCH,
                         am.commit_batch_size, &app.payments.committer) != GW_OK)
         goto cleanup;
     if (outbox_watch_start(cfg->database_url, cfg->outbox_max_backlog, &am, &app.payments.watch) !=

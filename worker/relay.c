@@ -35,7 +35,6 @@ struct relay {
     time_t next_housekeeping, next_backlog;
 };
 
-
 gw_err relay_new(const gw_config *cfg, metrics *m, health *h, relay **out)
 {
     relay *r = calloc(1, sizeof *r);
@@ -132,7 +131,8 @@ static gw_err connect_mq(relay *r)
     if (r->mq != NULL && mq_fd(r->mq) >= 0)
         return GW_OK;
     drop_mq(r);
-    if ((err = mq_open(r->cfg->amqp_url, "payments-relay", true, &r->mq)) != GW_OK)
+    if ((err = mq_open(r->cfg->amqp_url, r->cfg->amqp_cacert, "payments-relay", true, &r->mq)) !=
+        GW_OK)
         return err;
     if ((err = mq_topology_declare(r->mq, r->cfg)) != GW_OK) {
         drop_mq(r);

@@ -139,8 +139,10 @@ static gw_err connect_mq(settler *s)
         mq_fd(s->publisher) >= 0)
         return GW_OK;
     drop_mq(s);
-    if ((err = mq_open(s->cfg->amqp_url, "payments-worker", false, &s->consumer)) != GW_OK ||
-        (err = mq_open(s->cfg->amqp_url, "payments-worker-retry", true, &s->publisher)) != GW_OK ||
+    if ((err = mq_open(s->cfg->amqp_url, s->cfg->amqp_cacert, "payments-worker", false,
+                       &s->consumer)) != GW_OK ||
+        (err = mq_open(s->cfg->amqp_url, s->cfg->amqp_cacert, "payments-worker-retry", true,
+                       &s->publisher)) != GW_OK ||
         (err = mq_topology_declare(s->consumer, s->cfg)) != GW_OK)
         goto fail;
     c = mq_state(s->consumer);
