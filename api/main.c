@@ -18,9 +18,11 @@
  * SIGNALS      SIGTERM/SIGINT: stop accepting, finish requests in flight, exit 0.
  * EXIT STATUS  0 clean stop; 78 bad configuration; 1 anything else.
  */
+#include <errno.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/resource.h>
 #include <time.h>
 
@@ -78,8 +80,14 @@ int main(void)
     sigemptyset(&stop_set);
     sigaddset(&stop_set, SIGTERM);
     sigaddset(&stop_set, SIGINT);
-    pthread_sigmask(SIG_BLOCK, &stop_set, NULL);
-    signal(SIGPIPE, SIG_IGN);
+    if ((sig = pthread_sigmask(SIG_BLOCK, &stop_set, NULL)) != 0) {
+        log_error("sig_install_failed", "signal=SIGTERM error=\"%s\"", strerror(sig));
+        return 1;
+    }
+    if (signal(SIGPIPE, SIG_IGN) == SIG_ERR) {
+        log_error("sig_install_failed", "signal=SIGPIPE error=\"%s\"", strerror(errno));
+        return 1;
+    }
 
     if (db_wait_schema(cfg->database_url, "payments-api", STARTUP_WAIT_S) != GW_OK)
         return 1;
