@@ -17,10 +17,12 @@
 #include "tests/support/tcheck.h"
 #include "tests/support/tdb.h"
 
+#define ACCEPT_PAYMENT_ARGS                                                                        \
+    "text, text, text, text, bigint, text, text, text, timestamptz, bytea, text, text, text"
+
 static const char *const functions[] = {
     "accept_batch(jsonb)",
-    "accept_payment(text, text, text, text, bigint, text, text, text, timestamptz, bytea, text, "
-    "text, text)",
+    "accept_payment(" ACCEPT_PAYMENT_ARGS ")",
     "settle_batch(jsonb)",
     "settle_payment(text, text, integer)",
 };
