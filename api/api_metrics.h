@@ -4,12 +4,24 @@
 
 #include "shared/lib/metrics.h"
 
-/* Statuses that get their own rejected-by-status series. */
-#define API_REJECT_STATUSES                                                                        \
-    {                                                                                              \
-        400, 401, 404, 405, 409, 413, 415, 422, 500, 503                                           \
-    }
-#define API_NREJECT 10
+/*
+ * The statuses that get their own rejected-by-status series, one slot each. Any
+ * other status is counted as API_REJECT_500. To add one, add its slot here and
+ * its status in reject_statuses[] (api/api_metrics.c).
+ */
+enum api_reject {
+    API_REJECT_400,
+    API_REJECT_401,
+    API_REJECT_404,
+    API_REJECT_405,
+    API_REJECT_409,
+    API_REJECT_413,
+    API_REJECT_415,
+    API_REJECT_422,
+    API_REJECT_500,
+    API_REJECT_503,
+    API_NREJECT
+};
 
 typedef struct api_metrics {
     metrics *registry; /* owned */

@@ -11,13 +11,14 @@
 #include <jansson.h>
 #include <sodium.h>
 
+#include "shared/config.h"
 #include "shared/failpoint.h"
 #include "shared/lib/canon.h"
 #include "shared/lib/deadline.h"
 #include "shared/lib/log.h"
 #include "shared/pg/db.h"
 
-#define MAX_THREADS 8
+#define MAX_THREADS CONFIG_MAX_COMMIT_THREADS
 /*
  * A second batch starts while one is committing only when this many jobs wait,
  * or when the one in flight has taken OVERLAP_AFTER_NS (a slow or stuck COMMIT
@@ -252,12 +253,15 @@ static void *committer_main(void *arg)
 gw_err committer_start(const char *url, int threads, int max_batch, metric *batch_size,
                        committer **out)
 {
-    committer *c = calloc(1, sizeof *c);
+    committer *c;
 
+    if (threads < 1 || threads > MAX_THREADS) { /* config_load() keeps COMMIT_THREADS in range */
+        log_error("committer_bad_threads", "threads=%d max=%d", threads, MAX_THREADS);
+        return GW_ERR_INVALID;
+    }
+    c = calloc(1, sizeof *c);
     if (c == NULL)
         return GW_ERR_NOMEM;
-    if (threads < 1 || threads > MAX_THREADS)
-        threads = 2;
     c->max_batch = max_batch > 0 ? max_batch : 64;
     c->batch_size = batch_size;
     pthread_mutex_init(&c->lock, NULL);

@@ -39,7 +39,8 @@ typedef struct accept_job {
 typedef struct committer committer;
 
 /*
- * committer_start - @threads threads, each with its own connection to @url,
+ * committer_start - @threads threads (1..CONFIG_MAX_COMMIT_THREADS, else
+ * GW_ERR_INVALID), each with its own connection to @url,
  * each taking up to @max_batch queued jobs into one transaction
  * (accept_batch(), sql/0011); each batch's size goes to @batch_size, a
  * histogram (borrowed). Owned by the caller (committer_stop()).

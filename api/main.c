@@ -12,13 +12,17 @@
  *              INBOX_RETENTION_DAYS (30, the replay window), RELAY_SLO_SECONDS
  *              (60, reconciliation), RETRY_DELAYS_MS and QUEUE_TYPE (the
  *              topology the admin declares), AMQP_CACERT (amqps only),
- *              LOG_LEVEL (info), LOG_FORMAT (text), GATEWAY_FAILPOINTS.
+ *              COMMIT_THREADS (2: the second starts a batch when the first's
+ *              COMMIT is slow or many wait), LOG_LEVEL (info), LOG_FORMAT
+ *              (text), GATEWAY_FAILPOINTS.
  * SIGNALS      SIGTERM/SIGINT: stop accepting, finish requests in flight, exit 0.
  * EXIT STATUS  0 clean stop; 78 bad configuration; 1 anything else.
  */
+#include <errno.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/resource.h>
 #include <time.h>
 
@@ -34,10 +38,8 @@
 #include "shared/pg/db.h"
 #include "shared/pg/db_pool.h"
 
-#define HTTP_THREADS 8
-#define DB_POOL_SIZE 4 /* reads and admin; accepts go through the committer */
-#define COMMIT_THREADS                                                                             \
-    2 /* the second starts a batch when the first's COMMIT is slow or many wait */
+#define HTTP_THREADS     8
+#define DB_POOL_SIZE     4 /* reads and admin; accepts go through the committer */
 #define COMMIT_MAX_BATCH 128
 #define CONNECTION_LIMIT 4000 /* with epoll, idle connections cost memory, not threads */
 #define PER_IP_LIMIT     1000 /* so one client's slow connections cannot take every slot */
@@ -78,8 +80,14 @@ int main(void)
     sigemptyset(&stop_set);
     sigaddset(&stop_set, SIGTERM);
     sigaddset(&stop_set, SIGINT);
-    pthread_sigmask(SIG_BLOCK, &stop_set, NULL);
-    signal(SIGPIPE, SIG_IGN);
+    if ((sig = pthread_sigmask(SIG_BLOCK, &stop_set, NULL)) != 0) {
+        log_error("sig_install_failed", "signal=SIGTERM error=\"%s\"", strerror(sig));
+        return 1;
+    }
+    if (signal(SIGPIPE, SIG_IGN) == SIG_ERR) {
+        log_error("sig_install_failed", "signal=SIGPIPE error=\"%s\"", strerror(errno));
+        return 1;
+    }
 
     if (db_wait_schema(cfg->database_url, "payments-api", STARTUP_WAIT_S) != GW_OK)
         return 1;
@@ -90,8 +98,8 @@ int main(void)
     if (db_pool_new(cfg->database_url, DB_POOL_SIZE, payments_stmts, payments_nstmts,
                     &app.payments.pool) != GW_OK)
         goto cleanup;
-    if (committer_start(cfg->database_url, COMMIT_THREADS, COMMIT_MAX_BATCH, am.commit_batch_size,
-                        &app.payments.committer) != GW_OK)
+    if (committer_start(cfg->database_url, cfg->commit_threads, COMMIT_MAX_BATCH,
+                        am.commit_batch_size, &app.payments.committer) != GW_OK)
         goto cleanup;
     if (outbox_watch_start(cfg->database_url, cfg->outbox_max_backlog, &am, &app.payments.watch) !=
         GW_OK)

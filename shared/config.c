@@ -3,8 +3,11 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <amqp.h>
 #include <libpq-fe.h>
@@ -152,6 +155,26 @@ static bool check_amqp_url(FILE *errs, const char *url)
     return ok;
 }
 
+/* @path (the value of @name) opens for reading and is a regular file. */
+static bool check_readable_file(FILE *errs, const char *name, const char *path)
+{
+    struct stat st;
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    const char *why = NULL;
+
+    if (fd < 0)
+        why = strerror(errno);
+    else if (fstat(fd, &st) != 0)
+        why = strerror(errno);
+    else if (!S_ISREG(st.st_mode))
+        why = "not a regular file";
+    if (fd >= 0)
+        close(fd);
+    if (why != NULL)
+        fprintf(errs, "config: %s=\"%s\" is not a readable file: %s\n", name, path, why);
+    return why == NULL;
+}
+
 static bool check_token(FILE *errs, const char *name, const char *v, bool required)
 {
     if (v == NULL) {
@@ -194,6 +217,9 @@ int config_load(unsigned need, gw_config *c, FILE *errs)
     } else if (!check_amqp_url(errs, c->amqp_url)) {
         bad++;
     }
+    c->amqp_cacert = env_str("AMQP_CACERT");
+    if (c->amqp_cacert != NULL && !check_readable_file(errs, "AMQP_CACERT", c->amqp_cacert))
+        bad++;
 
     s = env_str("API_LISTEN");
     if (!config_parse_listen(s ? s : "127.0.0.1:8080", &c->api_listen)) {
@@ -238,6 +264,7 @@ int config_load(unsigned need, gw_config *c, FILE *errs)
     }
 
     bad += !env_long(errs, "OUTBOX_MAX_BACKLOG", 100000, 1, 1000000000L, &c->outbox_max_backlog);
+    bad += !env_int(errs, "COMMIT_THREADS", 2, 1, CONFIG_MAX_COMMIT_THREADS, &c->commit_threads);
     bad += !env_int(errs, "OUTBOX_RETENTION_HOURS", 24, 1, 24 * 365, &c->outbox_retention_hours);
 
     bad += !env_int(errs, "INBOX_RETENTION_DAYS", 30, 1, 3650, &c->inbox_retention_days);

@@ -8,8 +8,9 @@
 
 #include "shared/lib/log.h"
 
-#define CONFIG_MAX_RETRY_STEPS 8
-#define CONFIG_EX_CONFIG       78 /* sysexits.h EX_CONFIG */
+#define CONFIG_MAX_RETRY_STEPS    8
+#define CONFIG_MAX_COMMIT_THREADS 8
+#define CONFIG_EX_CONFIG          78 /* sysexits.h EX_CONFIG */
 
 typedef enum queue_type { QUEUE_CLASSIC, QUEUE_QUORUM } queue_type;
 
@@ -31,6 +32,7 @@ enum config_need {
 typedef struct gw_config {
     const char *database_url; /* borrowed from the environment */
     const char *amqp_url;
+    const char *amqp_cacert; /* a readable file; NULL: the system's CA bundle */
     listen_addr api_listen;
     listen_addr metrics_listen; /* .set false: no metrics server */
     const char *api_token;
@@ -40,6 +42,7 @@ typedef struct gw_config {
     int retry_steps;
     queue_type queue_type;
     long outbox_max_backlog;
+    int commit_threads; /* payments-api: accept_batch() transactions in flight at once */
     int outbox_retention_hours;
     int inbox_retention_days;
     int relay_slo_seconds;

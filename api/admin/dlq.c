@@ -79,7 +79,8 @@ static gw_err broker(dlq *d)
         return GW_OK;
     mq_close(d->mq);
     d->mq = NULL;
-    if ((err = mq_open(d->cfg->amqp_url, "payments-api-admin", true, &d->mq)) != GW_OK)
+    if ((err = mq_open(d->cfg->amqp_url, d->cfg->amqp_cacert, "payments-api-admin", true,
+                       &d->mq)) != GW_OK)
         return err;
     if ((err = mq_topology_declare(d->mq, d->cfg)) != GW_OK) {
         mq_close(d->mq);

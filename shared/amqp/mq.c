@@ -80,7 +80,7 @@ static gw_err mq_login(mq_conn *c, const struct amqp_connection_info *info)
                     "login");
 }
 
-gw_err mq_open(const char *url, const char *name, bool confirms, mq_conn **out)
+gw_err mq_open(const char *url, const char *cacert, const char *name, bool confirms, mq_conn **out)
 {
     struct amqp_connection_info info;
     struct timeval tv = {3, 0};
@@ -107,11 +107,10 @@ gw_err mq_open(const char *url, const char *name, bool confirms, mq_conn **out)
         goto fail;
     if (info.ssl) {
         /* amqps: the peer and its host name are verified (rabbitmq-c's default); the CA
-         * bundle is AMQP_CACERT when set, else the system's */
-        const char *ca = getenv("AMQP_CACERT");
-        if (amqp_ssl_socket_set_cacert(
-                sock, ca && *ca ? ca : "/etc/ssl/certs/ca-certificates.crt") != AMQP_STATUS_OK) {
-            log_warn("mq_tls_cacert_failed", "path=%s", ca && *ca ? ca : "system");
+         * bundle is AMQP_CACERT when set (checked by config_load()), else the system's */
+        const char *ca = cacert != NULL ? cacert : "/etc/ssl/certs/ca-certificates.crt";
+        if (amqp_ssl_socket_set_cacert(sock, ca) != AMQP_STATUS_OK) {
+            log_warn("mq_tls_cacert_failed", "path=%s", cacert != NULL ? cacert : "system");
             goto fail;
         }
     }

@@ -19,9 +19,12 @@ typedef struct mq_conn mq_conn;
  * mq_open - connect to @url as @name (connection_name), with heartbeats and the
  * consumer_cancel_notify and connection.blocked capabilities advertised, and
  * open channel MQ_CHANNEL. With @confirms the channel is put in confirm mode.
- * On GW_OK *@out is owned by the caller (mq_close()).
+ * An amqps:// @url verifies the broker against the CA bundle @cacert (a PEM
+ * file, gw_config.amqp_cacert; NULL: the system's). On GW_OK *@out is owned by
+ * the caller (mq_close()).
  */
-GW_MUSTCHECK gw_err mq_open(const char *url, const char *name, bool confirms, mq_conn **out);
+GW_MUSTCHECK gw_err mq_open(const char *url, const char *cacert, const char *name, bool confirms,
+                            mq_conn **out);
 void mq_close(mq_conn *c); /* closes politely when it can; accepts NULL */
 
 /* mq_state - the rabbitmq-c handle, borrowed. */

@@ -175,7 +175,13 @@ gw_err http_server_start(const http_options *opt, http_server **out)
     atomic_init(&s->inflight, 0);
     sa.sin_family = AF_INET;
     sa.sin_port = htons(opt->listen.port);
-    inet_pton(AF_INET, opt->listen.host, &sa.sin_addr);
+    if (inet_pton(AF_INET, opt->listen.host, &sa.sin_addr) != 1) {
+        /* config_parse_listen() accepts only what inet_pton() does: a caller's mistake */
+        log_error("http_listen_failed", "host=%s port=%u error=\"not an IPv4 address\"",
+                  opt->listen.host, opt->listen.port);
+        free(s);
+        return GW_ERR_INVALID;
+    }
     {
         /* the thread pool option only when there is a pool: MHD warns on 0 and 1 */
         struct MHD_OptionItem ops[] = {
@@ -298,10 +304,27 @@ void http_request_resume(http_request *r)
     MHD_resume_connection(r->conn);
 }
 
+/* The headers of every answer, then @headers (name, value pairs); the name that failed, or NULL. */
+static const char *add_headers(struct MHD_Response *resp, const char *content_type,
+                               const char *request_id, const char *const *headers)
+{
+    if (MHD_add_response_header(resp, "Content-Type", content_type) != MHD_YES)
+        return "Content-Type";
+    if (MHD_add_response_header(resp, "X-Request-Id", request_id) != MHD_YES)
+        return "X-Request-Id";
+    if (MHD_add_response_header(resp, "Cache-Control", "no-store") != MHD_YES)
+        return "Cache-Control";
+    for (const char *const *h = headers; h != NULL && h[0] != NULL; h += 2)
+        if (MHD_add_response_header(resp, h[0], h[1]) != MHD_YES)
+            return h[0];
+    return NULL;
+}
+
 void http_reply(http_request *r, int status, const char *content_type, const char *body, size_t len,
                 const char *const *headers)
 {
     struct MHD_Response *resp;
+    const char *failed;
 
     if (r->status != 0) {
         log_error("http_double_answer", "request_id=%s status=%d", r->id, status);
@@ -311,11 +334,22 @@ void http_reply(http_request *r, int status, const char *content_type, const cha
     resp = MHD_create_response_from_buffer(len, (void *)body, MHD_RESPMEM_MUST_COPY);
     if (resp == NULL)
         return; /* MHD closes the connection; the client sees no 2xx */
-    MHD_add_response_header(resp, "Content-Type", content_type);
-    MHD_add_response_header(resp, "X-Request-Id", r->id);
-    MHD_add_response_header(resp, "Cache-Control", "no-store");
-    for (const char *const *h = headers; h != NULL && h[0] != NULL; h += 2)
-        MHD_add_response_header(resp, h[0], h[1]);
+    if ((failed = add_headers(resp, content_type, r->id, headers)) != NULL) {
+        /* an answer without one of its headers (Location, Idempotent-Replayed...) would be
+         * wrong: a 500 without the extra headers instead, or no answer at all */
+        static const char problem[] = "{\"title\":\"response header failed\",\"status\":500}";
+
+        log_error("http_header_failed", "request_id=%s status=%d header=%s", r->id, status, failed);
+        MHD_destroy_response(resp);
+        r->status = status = 500;
+        resp = MHD_create_response_from_buffer(sizeof problem - 1, (void *)problem,
+                                               MHD_RESPMEM_PERSISTENT);
+        if (resp == NULL || add_headers(resp, "application/problem+json", r->id, NULL) != NULL) {
+            if (resp != NULL)
+                MHD_destroy_response(resp);
+            return; /* MHD closes the connection; the client sees no 2xx */
+        }
+    }
     if (MHD_queue_response(r->conn, (unsigned)status, resp) != MHD_YES)
         log_warn("http_queue_failed", "request_id=%s status=%d", r->id, status);
     MHD_destroy_response(resp);

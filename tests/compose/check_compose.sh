@@ -3,7 +3,8 @@
 # Docker engine: the file is valid for docker-compose, and it holds the contract's services.
 set -eu
 root=$1
-command -v docker-compose >/dev/null || { echo "docker-compose is not installed (scripts/stack installs it)"; exit 1; }
+# Nothing to check without it: 77 is SKIP for meson, not a failure.
+command -v docker-compose >/dev/null || { echo "SKIP: docker-compose is not installed (scripts/stack installs it)"; exit 77; }
 out=$(mktemp)
 trap 'rm -f "$out"' EXIT
 docker-compose -f "$root/compose.yaml" config >"$out" # fails on an invalid file

@@ -551,7 +551,7 @@ bool tmq_declare_topology(const char *url, const char *retry_delays_ms)
         fprintf(stderr, "tmq: bad delays %s\n", retry_delays_ms);
         return false;
     }
-    if (mq_open(url, "e2e-topology", false, &c) != GW_OK) {
+    if (mq_open(url, NULL, "e2e-topology", false, &c) != GW_OK) {
         fprintf(stderr, "tmq: cannot connect to declare the topology\n");
         return false;
     }

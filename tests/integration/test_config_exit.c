@@ -117,6 +117,8 @@ static void test_each_bad_variable(void)
     expect_78("LOG_FORMAT=xml", "LOG_FORMAT", NULL);
     expect_78("OUTBOX_MAX_BACKLOG=abc", "OUTBOX_MAX_BACKLOG", NULL);
     expect_78("GATEWAY_FAILPOINTS=api.before_commit=explode", "GATEWAY_FAILPOINTS", NULL);
+    expect_78("AMQP_CACERT=/nonexistent/ca.pem", "AMQP_CACERT", NULL);
+    expect_78("COMMIT_THREADS=0", "COMMIT_THREADS", NULL);
 }
 
 static void test_tokens_never_logged(void)

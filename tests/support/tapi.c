@@ -12,24 +12,11 @@
 #define STOP_WAIT_MS   12000
 
 const char *const tapi_config_vars[] = {
-    "DATABASE_URL",
-    "AMQP_URL",
-    "API_LISTEN",
-    "METRICS_LISTEN",
-    "API_TOKEN",
-    "ADMIN_TOKEN",
-    "WORKER_PREFETCH",
-    "RETRY_DELAYS_MS",
-    "QUEUE_TYPE",
-    "OUTBOX_MAX_BACKLOG",
-    "OUTBOX_RETENTION_HOURS",
-    "INBOX_RETENTION_DAYS",
-    "RELAY_SLO_SECONDS",
-    "BANK_SIM_RULES",
-    "LOG_LEVEL",
-    "LOG_FORMAT",
-    "GATEWAY_FAILPOINTS",
-    NULL,
+    "DATABASE_URL",         "AMQP_URL",           "AMQP_CACERT",        "API_LISTEN",
+    "METRICS_LISTEN",       "API_TOKEN",          "ADMIN_TOKEN",        "WORKER_PREFETCH",
+    "RETRY_DELAYS_MS",      "QUEUE_TYPE",         "OUTBOX_MAX_BACKLOG", "OUTBOX_RETENTION_HOURS",
+    "INBOX_RETENTION_DAYS", "RELAY_SLO_SECONDS",  "BANK_SIM_RULES",     "LOG_LEVEL",
+    "LOG_FORMAT",           "GATEWAY_FAILPOINTS", "COMMIT_THREADS",     NULL,
 };
 
 const char *tapi_bin(void)

@@ -51,7 +51,11 @@ int tcheck_failures(void);
         fn();                                                                                      \
     } while (0)
 
-/* tcheck_summary - print "name: N checks, M failed"; the exit status for main (0 or 1). */
+/*
+ * tcheck_summary - print "name: N checks, M failed"; the exit status for main:
+ * 0 when at least one check ran and none failed, else 1. A test that ran no
+ * check fails: one that skips returns 77 itself instead of calling this.
+ */
 int tcheck_summary(const char *name);
 
 #endif

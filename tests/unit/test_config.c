@@ -2,6 +2,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "shared/config.h"
 #include "tests/support/tapi.h"
@@ -68,6 +69,8 @@ static void test_defaults(void)
     CHECK_INT(c.retry_delays_ms[1], 5000);
     CHECK_INT(c.queue_type, QUEUE_CLASSIC);
     CHECK_INT(c.outbox_max_backlog, 100000);
+    CHECK_INT(c.commit_threads, 2);
+    CHECK(c.amqp_cacert == NULL); /* the system's CA bundle */
     CHECK_INT(c.outbox_retention_hours, 24);
     CHECK_INT(c.inbox_retention_days, 30);
     CHECK_INT(c.relay_slo_seconds, 60);
@@ -81,8 +84,15 @@ static void test_values_are_read(void)
 {
     gw_config c;
     char errs[2048];
+    char ca[] = "/tmp/test_config_ca_XXXXXX"; /* any readable regular file */
+    int fd = mkstemp(ca);
 
+    if (!CHECK(fd >= 0))
+        return;
+    close(fd);
     reset_env();
+    setenv("AMQP_CACERT", ca, 1);
+    setenv("COMMIT_THREADS", "3", 1);
     setenv("API_LISTEN", "0.0.0.0:9000", 1);
     setenv("METRICS_LISTEN", "127.0.0.1:9100", 1);
     setenv("WORKER_PREFETCH", "5", 1);
@@ -110,6 +120,9 @@ static void test_values_are_read(void)
     CHECK_INT(c.log_level, LOG_DEBUG);
     CHECK_INT(c.log_format, LOG_FORMAT_JSON);
     CHECK_STR(c.failpoints, "api.before_commit=error");
+    CHECK_STR(c.amqp_cacert, ca);
+    CHECK_INT(c.commit_threads, 3);
+    unlink(ca);
 
     /* an empty variable is the same as an unset one */
     reset_env();
@@ -168,6 +181,11 @@ static void test_each_bad_variable_is_named(void)
     expect_bad("LOG_LEVEL", "INFO", "LOG_LEVEL", NULL);
     expect_bad("LOG_FORMAT", "xml", "LOG_FORMAT", NULL);
     expect_bad("GATEWAY_FAILPOINTS", "api.before_commit=explode", "GATEWAY_FAILPOINTS", NULL);
+    expect_bad("AMQP_CACERT", "/nonexistent/ca.pem", "AMQP_CACERT", NULL);
+    expect_bad("AMQP_CACERT", "/", "AMQP_CACERT", NULL); /* a folder is not a PEM file */
+    expect_bad("COMMIT_THREADS", "0", "COMMIT_THREADS", NULL);
+    expect_bad("COMMIT_THREADS", "9", "COMMIT_THREADS", NULL);
+    expect_bad("COMMIT_THREADS", "two", "COMMIT_THREADS", NULL);
 }
 
 static void test_tokens(void)

@@ -153,7 +153,8 @@ static gw_err connect_mq(relay *r)
     if (r->mq != NULL && mq_fd(r->mq) >= 0)
         return GW_OK;
     drop_mq(r);
-    if ((err = mq_open(r->cfg->amqp_url, "payments-relay", true, &r->mq)) != GW_OK)
+    if ((err = mq_open(r->cfg->amqp_url, r->cfg->amqp_cacert, "payments-relay", true, &r->mq)) !=
+        GW_OK)
         return err;
     if ((err = mq_topology_declare(r->mq, r->cfg)) != GW_OK) {
         drop_mq(r);

@@ -43,8 +43,7 @@ int main(void)
 
     log_init("payments-relay", cfg->log_level, cfg->log_format);
     failpoint_init(cfg->failpoints);
-    sig_install_stop(&stop_requested);
-    if (!token_init())
+    if (!sig_install_stop(&stop_requested) || !token_init())
         return 1;
     if (db_wait_schema(cfg->database_url, "payments-relay", STARTUP_WAIT_S) != GW_OK)
         return 1;

@@ -173,28 +173,42 @@ out:
     return err;
 }
 
-static const inbox_item *sort_base;
+/* What the batch is sorted by: an item's payment_id, with its index to keep. */
+typedef struct settle_key {
+    const char *payment_id; /* borrowed from the item */
+    int i;
+} settle_key;
 
+/* payment_id as PostgreSQL's COLLATE "C" orders it; equal ids keep their delivery order. */
 static int by_payment_id(const void *a, const void *b)
 {
-    return strcmp(sort_base[*(const int *)a].p->payment_id,
-                  sort_base[*(const int *)b].p->payment_id);
+    const settle_key *x = a, *y = b;
+    int c = strcmp(x->payment_id, y->payment_id);
+
+    return c != 0 ? c : (x->i > y->i) - (x->i < y->i);
 }
 
 gw_err inbox_settle_batch(db_conn *db, inbox_item *items, int n)
 {
-    int *order = malloc((size_t)(n > 0 ? n : 1) * sizeof *order);
+    size_t len = (size_t)(n > 0 ? n : 1);
+    settle_key *keys = malloc(len * sizeof *keys);
+    int *order = calloc(len, sizeof *order);
     gw_err err;
 
-    if (order == NULL)
+    if (keys == NULL || order == NULL) {
+        free(keys);
+        free(order);
         return GW_ERR_NOMEM;
+    }
     for (int i = 0; i < n; i++) {
-        order[i] = i;
+        keys[i] = (settle_key){.payment_id = items[i].p->payment_id, .i = i};
         items[i].failed = true;
     }
     /* payment_id order: batches of several workers lock payment rows in the same order */
-    sort_base = items; /* one settler thread per process */
-    qsort(order, (size_t)n, sizeof *order, by_payment_id);
+    qsort(keys, (size_t)n, sizeof *keys, by_payment_id);
+    for (int k = 0; k < n; k++)
+        order[k] = keys[k].i;
+    free(keys);
     err = try_settle(db, items, order, n);
     if (err != GW_OK && n > 1 && PQstatus(db_pg(db)) == CONNECTION_OK) {
         /* an unexpected error in one item aborted them all: settle each alone */

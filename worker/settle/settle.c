@@ -139,8 +139,10 @@ static gw_err connect_mq(settler *s)
         mq_fd(s->publisher) >= 0)
         return GW_OK;
     drop_mq(s);
-    if ((err = mq_open(s->cfg->amqp_url, "payments-worker", false, &s->consumer)) != GW_OK ||
-        (err = mq_open(s->cfg->amqp_url, "payments-worker-retry", true, &s->publisher)) != GW_OK ||
+    if ((err = mq_open(s->cfg->amqp_url, s->cfg->amqp_cacert, "payments-worker", false,
+                       &s->consumer)) != GW_OK ||
+        (err = mq_open(s->cfg->amqp_url, s->cfg->amqp_cacert, "payments-worker-retry", true,
+                       &s->publisher)) != GW_OK ||
         (err = mq_topology_declare(s->consumer, s->cfg)) != GW_OK)
         goto fail;
     c = mq_state(s->consumer);
@@ -552,7 +554,12 @@ void settler_run(settler *s, volatile sig_atomic_t *stop)
     }
     if (s->consumer != NULL) {
         /* stop taking new work; what was prefetched but not processed is requeued on close */
-        amqp_basic_cancel(mq_state(s->consumer), MQ_CHANNEL, mq_bytes(CONSUMER_TAG));
+        amqp_connection_state_t st = mq_state(s->consumer);
+
+        if (amqp_basic_cancel(st, MQ_CHANNEL, mq_bytes(CONSUMER_TAG)) == NULL &&
+            mq_check(amqp_get_rpc_reply(st), "basic.cancel") != GW_OK)
+            /* the connection's close, next, returns the deliveries all the same */
+            log_warn("settle_cancel_failed", "then=close");
     }
     free(batch);
 }

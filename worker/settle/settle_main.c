@@ -57,8 +57,7 @@ int main(void)
     }
     log_init("payments-worker", cfg->log_level, cfg->log_format);
     failpoint_init(cfg->failpoints);
-    sig_install_stop(&stop_requested);
-    if (!token_init())
+    if (!sig_install_stop(&stop_requested) || !token_init())
         goto cleanup;
     if (db_wait_schema(cfg->database_url, "payments-worker", STARTUP_WAIT_S) != GW_OK)
         goto cleanup;

@@ -1,0 +1,136 @@
+/*
+ * tests/integration/test_function_grants.c - only the role of a program may run its SQL functions
+ *
+ * PostgreSQL grants EXECUTE on a new function to PUBLIC, so a GRANT to one role (sql/0005,
+ * 0006) restricts nothing until PUBLIC loses it (sql/0012). The functions run with the caller's
+ * rights (SECURITY INVOKER), so the batch functions' callers also need the row functions they
+ * call: paygw_api runs accept_batch() and accept_payment(), paygw_worker settle_batch() and
+ * settle_payment(), and no other role runs any of them.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <libpq-fe.h>
+
+#include "tests/support/tcheck.h"
+#include "tests/support/tdb.h"
+
+#define ACCEPT_PAYMENT_ARGS                                                                        \
+    "text, text, text, text, bigint, text, text, text, timestamptz, bytea, text, text, text"
+
+static const char *const functions[] = {
+    "accept_batch(jsonb)",
+    "accept_payment(" ACCEPT_PAYMENT_ARGS ")",
+    "settle_batch(jsonb)",
+    "settle_payment(text, text, integer)",
+};
+
+static tdb *db;
+static char nobody[64]; /* a role of this test's own, with no grant */
+
+/* Whether @role may run @function, according to has_function_privilege(). */
+static bool may_execute(const char *role, const char *function)
+{
+    char *v = tdb_value(db, "SELECT has_function_privilege($1, $2, 'EXECUTE')::text", role,
+                        function, NULL);
+    bool yes = v != NULL && v[0] == 't';
+
+    free(v);
+    return yes;
+}
+
+static void test_who_may_execute(void)
+{
+    static const struct {
+        const char *role;
+        bool may[4]; /* functions[] in order */
+    } want[] = {
+        {"paygw_api", {true, true, false, false}},
+        {"paygw_relay", {false, false, false, false}},
+        {"paygw_worker", {false, false, true, true}},
+        {nobody, {false, false, false, false}},
+    };
+
+    for (size_t r = 0; r < sizeof want / sizeof want[0]; r++)
+        for (size_t f = 0; f < sizeof functions / sizeof functions[0]; f++) {
+            tcheck_context("%s %s", want[r].role, functions[f]);
+            CHECK_INT(may_execute(want[r].role, functions[f]), want[r].may[f]);
+        }
+    tcheck_context_clear();
+}
+
+/* The error of @sql run as @role on a connection of its own, as a new string; NULL if it ran. */
+static char *error_as(const char *role, const char *sql)
+{
+    PGconn *pg = PQconnectdb(tdb_url(db));
+    char set_role[96];
+    char *err = NULL;
+
+    if (PQstatus(pg) != CONNECTION_OK) {
+        err = strdup(PQerrorMessage(pg));
+        PQfinish(pg);
+        return err;
+    }
+    snprintf(set_role, sizeof set_role, "SET ROLE %s", role);
+    PQclear(PQexec(pg, set_role));
+    PGresult *res = PQexec(pg, sql);
+    if (PQresultStatus(res) != PGRES_TUPLES_OK && PQresultStatus(res) != PGRES_COMMAND_OK)
+        err = strdup(PQresultErrorMessage(res));
+    PQclear(res);
+    PQfinish(pg);
+    return err;
+}
+
+/* Not only the catalogue: a call as a role without the grant is refused for that reason. */
+static void test_call_refused(void)
+{
+    static const struct {
+        const char *role, *sql, *function;
+    } calls[] = {
+        {"paygw_relay", "SELECT * FROM accept_batch('[]'::jsonb)", "accept_batch"},
+        {"paygw_relay", "SELECT * FROM settle_batch('[]'::jsonb)", "settle_batch"},
+        {"paygw_worker", "SELECT * FROM accept_batch('[]'::jsonb)", "accept_batch"},
+        {"paygw_api", "SELECT * FROM settle_batch('[]'::jsonb)", "settle_batch"},
+        {"paygw_api", "SELECT * FROM settle_payment('e', 'p', 1)", "settle_payment"},
+        {nobody, "SELECT * FROM accept_batch('[]'::jsonb)", "accept_batch"},
+    };
+    char want[96];
+
+    for (size_t i = 0; i < sizeof calls / sizeof calls[0]; i++) {
+        char *err = error_as(calls[i].role, calls[i].sql);
+
+        tcheck_context("%s: %s", calls[i].role, calls[i].sql);
+        snprintf(want, sizeof want, "permission denied for function %s", calls[i].function);
+        CHECK_CONTAINS(err, want);
+        free(err);
+    }
+    tcheck_context_clear();
+    /* the owner's own calls still work (the tests and the bench run as the owner) */
+    CHECK_INT(tdb_rows(db, "SELECT * FROM accept_batch('[]'::jsonb)", NULL), 0);
+}
+
+int main(void)
+{
+    char sql[128];
+
+    if (tdb_admin_url() == NULL) {
+        fprintf(stderr, "GW_TEST_PG_URL is not set: skipped\n");
+        return 77;
+    }
+    db = tdb_create(true);
+    if (!CHECK(db != NULL))
+        return tcheck_summary("test_function_grants");
+    /* roles are cluster-wide: a name of this process's own, dropped at the end */
+    snprintf(nobody, sizeof nobody, "t_nogrant_%d", (int)getpid());
+    snprintf(sql, sizeof sql, "CREATE ROLE %s NOLOGIN", nobody);
+    if (CHECK(tdb_exec(db, sql, NULL))) {
+        TRUN(test_who_may_execute);
+        TRUN(test_call_refused);
+        snprintf(sql, sizeof sql, "DROP ROLE %s", nobody);
+        CHECK(tdb_exec(db, sql, NULL));
+    }
+    tdb_drop(db);
+    return tcheck_summary("test_function_grants");
+}
