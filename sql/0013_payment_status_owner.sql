@@ -8,9 +8,14 @@
 -- settled|dead_lettered. A status may skip ahead (the worker can settle, retry or
 -- dead-letter a payment whose 'published' mark the relay has not committed yet),
 -- never go back, and never move sideways (published <-> unroutable, settled <->
--- dead_lettered). Same-status moves: only retrying -> retrying, so each retry
--- records its attempt and error; a payment already settled or dead-lettered keeps
--- the facts of its first terminal write. The one backward step, dead_lettered ->
+-- dead_lettered). Same-status moves: retrying -> retrying (each retry records its
+-- attempt and error) and dead_lettered -> dead_lettered. The second is what lets the
+-- worker's dead_lettered mark wait for a replay in flight: the replay holds the row
+-- from its dead_lettered -> published UPDATE to its COMMIT, and an UPDATE whose WHERE
+-- is false on the committed row never waits for that lock. Matching dead_lettered, the
+-- mark waits, and READ COMMITTED re-checks it on the replay's 'published' row, so a
+-- replayed message that dies again leaves the payment dead_lettered, not published.
+-- A settled payment keeps its one settle. The one backward step, dead_lettered ->
 -- published, belongs to the admin replay alone (p_replay): for any other writer it
 -- is a late write that must not undo the dead letter.
 --
@@ -35,7 +40,8 @@ LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
                                         ('unroutable', 'dead_lettered'),
                                         ('retrying',   'retrying'),
                                         ('retrying',   'settled'),
-                                        ('retrying',   'dead_lettered'))
+                                        ('retrying',   'dead_lettered'),
+                                        ('dead_lettered', 'dead_lettered'))
            END
 $$;
 

@@ -15,6 +15,8 @@
  *   no statement fails.
  * - test_late_writers: a payment walked through a life by the real writers, with
  *   a late writer after each step.
+ * - test_dead_mark_waits_for_replay: the worker's dead_lettered mark waits for a
+ *   replay in flight and then dead-letters the replayed payment again.
  * - test_every_writer_asks_the_owner: each statement and each SQL function that
  *   UPDATEs payments names payment_may_move().
  */
@@ -27,6 +29,7 @@
 #include "shared/payment_status.h"
 #include "tests/support/tcheck.h"
 #include "tests/support/tdb.h"
+#include "tests/support/tproc.h"
 
 enum { ACCEPTED, PUBLISHED, UNROUTABLE, RETRYING, SETTLED, DEAD_LETTERED, NSTATUS };
 
@@ -38,7 +41,9 @@ static const char *const status_name[NSTATUS] = {
  * may_move[from][to] for every writer but the replay. Forward along the contract's
  * arrows, skipping ahead allowed (the worker can finish before the relay's mark
  * commits); never back, never sideways (published/unroutable, settled/dead_lettered).
- * The one same-status move is retrying -> retrying: each retry records its attempt.
+ * Same-status moves: retrying -> retrying (each retry records its attempt) and
+ * dead_lettered -> dead_lettered (the worker's mark must match a dead-lettered row to
+ * wait for a replay in flight: test_dead_mark_waits_for_replay).
  */
 /* clang-format off */
 static const bool may_move[NSTATUS][NSTATUS] = {
@@ -48,7 +53,7 @@ static const bool may_move[NSTATUS][NSTATUS] = {
     [UNROUTABLE]    = {false,   false,    false,     true,    true,   true},
     [RETRYING]      = {false,   false,    false,     true,    true,   true},
     [SETTLED]       = {false,   false,    false,     false,   false,  false},
-    [DEAD_LETTERED] = {false,   false,    false,     false,   false,  false},
+    [DEAD_LETTERED] = {false,   false,    false,     false,   false,  true},
 };
 /* clang-format on */
 
@@ -404,6 +409,74 @@ static void test_late_writers(void)
     tcheck_context_clear();
 }
 
+/*
+ * The replay moves dead_lettered -> published, publishes, and only then commits. A
+ * worker that dead-letters the replayed message meanwhile must wait for that COMMIT
+ * and then move published -> dead_lettered; had its mark not matched the committed
+ * dead_lettered row, it would not wait, change nothing, and leave the payment
+ * published with its message in the DLQ (tests/admin/test_admin_replay saw this).
+ */
+static void test_dead_mark_waits_for_replay(void)
+{
+    PGconn *api = PQconnectdb(tdb_url(db)), *worker = PQconnectdb(tdb_url(db));
+    char pid[16], *status = NULL;
+    const char *wait_params[1] = {pid};
+    PGresult *res = NULL;
+    bool waited = false;
+    pay p;
+
+    if (!CHECK(PQstatus(api) == CONNECTION_OK && PQstatus(worker) == CONNECTION_OK) ||
+        !pay_new(&p, "replay-race", DEAD_LETTERED))
+        goto out;
+    {
+        const char *replay[3] = {p.letter_id, "admin", p.event_id};
+        const char *dead[4] = {p.payment_id, p.event_id, "1", "amount is zero"};
+
+        res = PQexec(api, "BEGIN");
+        PQclear(res);
+        res = PQexecParams(api, PAYMENT_STATUS_SQL_REPLAYED, 3, NULL, replay, NULL, NULL, 0);
+        if (!CHECK_STR(PQcmdTuples(res), "1"))
+            goto out;
+        PQclear(res);
+        res = NULL;
+        if (!CHECK(PQsendQueryParams(worker, PAYMENT_STATUS_SQL_DEAD_LETTERED, 4, NULL, dead, NULL,
+                                     NULL, 0) == 1))
+            goto out;
+    }
+    snprintf(pid, sizeof pid, "%d", PQbackendPID(worker));
+    for (int i = 0; i < 500 && !waited; i++) { /* 5 s */
+        char *n = value("SELECT count(*) FROM pg_stat_activity WHERE pid = $1::int "
+                        "AND wait_event_type = 'Lock'",
+                        1, wait_params);
+
+        waited = n != NULL && strcmp(n, "1") == 0;
+        free(n);
+        if (!waited) {
+            PQconsumeInput(worker);
+            if (!PQisBusy(worker))
+                break; /* it finished without waiting for the replay */
+            tproc_sleep_ms(10);
+        }
+    }
+    CHECK(waited);
+    res = PQexec(api, "COMMIT");
+    PQclear(res);
+    res = PQgetResult(worker);
+    CHECK_INT(PQresultStatus(res), PGRES_COMMAND_OK);
+    CHECK_STR(PQcmdTuples(res), "1");
+    PQclear(res);
+    res = NULL;
+    while ((res = PQgetResult(worker)) != NULL)
+        PQclear(res);
+    status = pay_status(&p);
+    CHECK_STR(status, "dead_lettered");
+out:
+    PQclear(res);
+    free(status);
+    PQfinish(api);
+    PQfinish(worker);
+}
+
 static void test_every_writer_asks_the_owner(void)
 {
     static const struct {
@@ -452,6 +525,7 @@ int main(void)
         TRUN(test_table);
         TRUN(test_writers);
         TRUN(test_late_writers);
+        TRUN(test_dead_mark_waits_for_replay);
         TRUN(test_every_writer_asks_the_owner);
     }
     PQfinish(conn);
