@@ -18,6 +18,7 @@
 #include "shared/lib/canon.h"
 #include "shared/lib/log.h"
 #include "shared/mq_topology.h"
+#include "shared/payment_status.h"
 
 #define DRAIN_DEFAULT   100
 #define DRAIN_MAX       1000
@@ -534,13 +535,9 @@ enum { R_EVENT, R_PAYMENT, R_MESSAGE, R_KEY, R_BODY, R_EXPIRED, R_REPLAYED, R_TR
 static gw_err mark_replayed(db_conn *db, const char *id, const char *actor, const char *event_id)
 {
     const char *params[3] = {id, actor, event_id};
+    /* dead_lettered -> published, the replay's own move in payment_may_move() */
     PGresult *res =
-        PQexecParams(db_pg(db),
-                     "WITH l AS (UPDATE dead_letters SET replayed_at = now(), replayed_by = $2 "
-                     "WHERE id = $1::bigint) "
-                     "UPDATE payments SET status = 'published', updated_at = now() "
-                     "WHERE event_id = $3 AND status = 'dead_lettered'",
-                     3, NULL, params, NULL, NULL, 0);
+        PQexecParams(db_pg(db), PAYMENT_STATUS_SQL_REPLAYED, 3, NULL, params, NULL, NULL, 0);
     gw_err err = db_check(res, PGRES_COMMAND_OK, "dead_letter_replayed");
 
     PQclear(res);

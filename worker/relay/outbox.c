@@ -6,6 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "shared/payment_status.h"
+
 struct outbox_batch {
     PGresult *res; /* owns the strings the rows point to */
     size_t n;
@@ -16,24 +18,9 @@ const db_stmt outbox_stmts[] = {
     {"outbox_claim", "SELECT id, event_id, payment_id, routing_key, body, traceparent "
                      "FROM outbox WHERE state = 'pending' AND next_attempt_at <= now() "
                      "ORDER BY id LIMIT $1::int FOR UPDATE SKIP LOCKED"},
-    /* the payment moves forward only: a settled payment stays settled */
-    /* A payment row the worker holds is being settled: "published" would be overwritten by
-     * "settled" a moment later (and must never replace it), so the relay skips the row
-     * rather than wait for the worker's commit with its whole batch unmarked. The rows it
-     * does lock, it locks in byte order of payment_id, the order the worker's batches use. */
-    {"outbox_published",
-     "WITH o AS (UPDATE outbox SET state = 'published', published_at = now() "
-     "WHERE id = ANY($1::bigint[]) AND state = 'pending' RETURNING payment_id), "
-     "l AS (SELECT p.payment_id FROM payments p JOIN o USING (payment_id) "
-     "WHERE p.status = 'accepted' ORDER BY p.payment_id COLLATE \"C\" "
-     "FOR UPDATE OF p SKIP LOCKED) "
-     "UPDATE payments p SET status = 'published', updated_at = now() FROM l "
-     "WHERE p.payment_id = l.payment_id AND p.status = 'accepted'"},
-    {"outbox_unroutable",
-     "WITH o AS (UPDATE outbox SET state = 'unroutable', published_at = now(), last_error = $2 "
-     "WHERE id = $1::bigint AND state = 'pending' RETURNING payment_id) "
-     "UPDATE payments p SET status = 'unroutable', last_error = $2, updated_at = now() FROM o "
-     "WHERE p.payment_id = o.payment_id AND p.status = 'accepted'"},
+    /* the status moves only as payment_may_move() allows: a settled payment stays settled */
+    {"outbox_published", PAYMENT_STATUS_SQL_PUBLISHED},
+    {"outbox_unroutable", PAYMENT_STATUS_SQL_UNROUTABLE},
     {"outbox_nacked",
      "UPDATE outbox SET publish_attempts = publish_attempts + 1, last_error = $2, "
      "next_attempt_at = now() + make_interval(secs => least(60, 2 ^ least(publish_attempts, 6))) "

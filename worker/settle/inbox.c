@@ -9,16 +9,12 @@
 
 #include "shared/failpoint.h"
 #include "shared/lib/log.h"
+#include "shared/payment_status.h"
 
 const db_stmt inbox_stmts[] = {
-    {"mark_retrying",
-     "UPDATE payments SET status = 'retrying', attempts = $3::int, last_error = $4, "
-     "updated_at = now() WHERE payment_id = $1 AND event_id = $2 "
-     "AND payment_status_rank(status) <= payment_status_rank('retrying')"},
-    {"mark_dead",
-     "UPDATE payments SET status = 'dead_lettered', attempts = greatest(attempts, $3::int), "
-     "last_error = $4, updated_at = now() WHERE payment_id = $1 AND event_id = $2 "
-     "AND status <> 'settled'"},
+    /* the status moves only as payment_may_move() allows; a refused move changes no row */
+    {"mark_retrying", PAYMENT_STATUS_SQL_RETRYING},
+    {"mark_dead", PAYMENT_STATUS_SQL_DEAD_LETTERED},
     {"inbox_purge", "DELETE FROM inbox WHERE event_id IN (SELECT event_id FROM inbox "
                     "WHERE processed_at < now() - make_interval(days => $1::int) LIMIT $2::int)"},
     {"inbox_seen_many", "SELECT event_id FROM inbox WHERE event_id = ANY($1::text[])"},
