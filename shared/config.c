@@ -190,13 +190,11 @@ static bool check_token(FILE *errs, const char *name, const char *v, bool requir
     return true;
 }
 
-int config_load(unsigned need, gw_config *c, FILE *errs)
+/* Where the program connects and listens, and who may call it. */
+static int load_endpoints(unsigned need, gw_config *c, FILE *errs)
 {
     const char *s;
     int bad = 0;
-    long prefetch;
-
-    memset(c, 0, sizeof *c);
 
     c->database_url = env_str("DATABASE_URL");
     if (c->database_url == NULL) {
@@ -240,6 +238,15 @@ int config_load(unsigned need, gw_config *c, FILE *errs)
         fprintf(errs, "config: API_TOKEN and ADMIN_TOKEN must differ\n");
         bad++;
     }
+    return bad;
+}
+
+/* How the pipeline behaves: prefetch, retries, queues, limits, retention. */
+static int load_tuning(gw_config *c, FILE *errs)
+{
+    const char *s;
+    int bad = 0;
+    long prefetch;
 
     bad += !env_long(errs, "WORKER_PREFETCH", 32, 1, 65535, &prefetch);
     c->worker_prefetch = (int)prefetch;
@@ -271,6 +278,14 @@ int config_load(unsigned need, gw_config *c, FILE *errs)
     bad += !env_int(errs, "RELAY_SLO_SECONDS", 60, 1, 86400, &c->relay_slo_seconds);
 
     c->bank_sim_rules = env_str("BANK_SIM_RULES");
+    return bad;
+}
+
+/* What the program says about itself, and the faults a test asks it to inject. */
+static int load_diagnostics(gw_config *c, FILE *errs)
+{
+    const char *s;
+    int bad = 0;
 
     s = env_str("LOG_LEVEL");
     c->log_level = LOG_INFO;
@@ -295,6 +310,13 @@ int config_load(unsigned need, gw_config *c, FILE *errs)
         }
     }
     return bad;
+}
+
+int config_load(unsigned need, gw_config *c, FILE *errs)
+{
+    memset(c, 0, sizeof *c);
+    /* every group runs: one start-up reports every bad variable, not only the first */
+    return load_endpoints(need, c, errs) + load_tuning(c, errs) + load_diagnostics(c, errs);
 }
 
 const gw_config *config_load_or_exit(unsigned need)
