@@ -190,31 +190,28 @@ static bool check_token(FILE *errs, const char *name, const char *v, bool requir
     return true;
 }
 
+/* A server URL in @name: false (after a line on @errs) when missing but @required, or refused
+ * by @check. */
+static bool env_url(FILE *errs, const char *name, bool required,
+                    bool (*check)(FILE *errs, const char *url), const char **out)
+{
+    *out = env_str(name);
+    if (*out == NULL) {
+        if (required)
+            fprintf(errs, "config: %s is required\n", name);
+        return !required;
+    }
+    return check(errs, *out);
+}
+
 /* Where the program connects and listens, and who may call it. */
 static int load_endpoints(unsigned need, gw_config *c, FILE *errs)
 {
     const char *s;
     int bad = 0;
 
-    c->database_url = env_str("DATABASE_URL");
-    if (c->database_url == NULL) {
-        if (need & CONFIG_NEED_DB) {
-            fprintf(errs, "config: DATABASE_URL is required\n");
-            bad++;
-        }
-    } else if (!check_db_url(errs, c->database_url)) {
-        bad++;
-    }
-
-    c->amqp_url = env_str("AMQP_URL");
-    if (c->amqp_url == NULL) {
-        if (need & CONFIG_NEED_AMQP) {
-            fprintf(errs, "config: AMQP_URL is required\n");
-            bad++;
-        }
-    } else if (!check_amqp_url(errs, c->amqp_url)) {
-        bad++;
-    }
+    bad += !env_url(errs, "DATABASE_URL", need & CONFIG_NEED_DB, check_db_url, &c->database_url);
+    bad += !env_url(errs, "AMQP_URL", need & CONFIG_NEED_AMQP, check_amqp_url, &c->amqp_url);
     c->amqp_cacert = env_str("AMQP_CACERT");
     if (c->amqp_cacert != NULL && !check_readable_file(errs, "AMQP_CACERT", c->amqp_cacert))
         bad++;

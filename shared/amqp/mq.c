@@ -262,6 +262,14 @@ static gw_err read_return(mq_conn *c, const amqp_basic_return_t *ret, mq_event *
     return GW_OK;
 }
 
+static gw_err confirm_event(mq_event_kind kind, uint64_t tag, amqp_boolean_t multiple, mq_event *ev)
+{
+    ev->kind = kind;
+    ev->tag = tag;
+    ev->multiple = multiple != 0;
+    return GW_OK;
+}
+
 /* The broker closed our channel or the connection: answer close-ok, and the connection is done. */
 static gw_err peer_closed(mq_conn *c, const amqp_frame_t *f)
 {
@@ -307,18 +315,12 @@ gw_err mq_next_event(mq_conn *c, int timeout_ms, mq_event *ev)
         return GW_OK; /* a stray content frame: nothing we wait for */
     switch (f.payload.method.id) {
     case AMQP_BASIC_ACK_METHOD: {
-        amqp_basic_ack_t *a = f.payload.method.decoded;
-        ev->kind = MQ_EV_ACK;
-        ev->tag = a->delivery_tag;
-        ev->multiple = a->multiple;
-        return GW_OK;
+        const amqp_basic_ack_t *a = f.payload.method.decoded;
+        return confirm_event(MQ_EV_ACK, a->delivery_tag, a->multiple, ev);
     }
     case AMQP_BASIC_NACK_METHOD: {
-        amqp_basic_nack_t *a = f.payload.method.decoded;
-        ev->kind = MQ_EV_NACK;
-        ev->tag = a->delivery_tag;
-        ev->multiple = a->multiple;
-        return GW_OK;
+        const amqp_basic_nack_t *a = f.payload.method.decoded;
+        return confirm_event(MQ_EV_NACK, a->delivery_tag, a->multiple, ev);
     }
     case AMQP_BASIC_RETURN_METHOD:
         return read_return(c, f.payload.method.decoded, ev);

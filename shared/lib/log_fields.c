@@ -82,8 +82,9 @@ static void field_bare_word(log_rec *r, log_field *f)
 typedef struct conv_spec {
     char text[48];
     size_t k;
-    int lng;  /* 'H' hh, 'h', 'l', 'q' ll, 'j', 'z', 't', 'L'; 0 for none */
-    int prec; /* -1: none */
+    size_t k_len; /* where the length modifier starts in @text */
+    int lng;      /* 'H' hh, 'h', 'l', 'q' ll, 'j', 'z', 't', 'L'; 0 for none */
+    int prec;     /* -1: none */
 } conv_spec;
 
 /* parse_spec - read @fmt (just after its '%') up to the conversion letter, which it returns. */
@@ -115,6 +116,7 @@ static const char *parse_spec(const char *fmt, va_list *ap, conv_spec *c)
         if (c->prec >= 0)
             c->k += (size_t)snprintf(c->text + c->k, sizeof c->text - c->k, ".%d", c->prec);
     }
+    c->k_len = c->k;
     if (*fmt == 'h' || *fmt == 'l') {
         c->lng = fmt[1] == fmt[0] ? (fmt[0] == 'h' ? 'H' : 'q') : fmt[0];
         c->text[c->k++] = *fmt++;
@@ -130,47 +132,56 @@ static const char *parse_spec(const char *fmt, va_list *ap, conv_spec *c)
 }
 
 /*
- * format_number - a numeric or pointer conversion @conv into @out. The argument
- * types are the ones -Wformat checked against the format at the call site.
+ * int_arg - the next integer argument, read as its length modifier says (the
+ * types -Wformat checked at the call site) and widened for a %j conversion.
  */
+static uintmax_t int_arg(int lng, bool is_signed, va_list *ap)
+{
+    switch (lng) {
+    case 'H':
+        return is_signed ? (uintmax_t)(signed char)va_arg(*ap, int)
+                         : (unsigned char)va_arg(*ap, unsigned);
+    case 'h':
+        return is_signed ? (uintmax_t)(short)va_arg(*ap, int)
+                         : (unsigned short)va_arg(*ap, unsigned);
+    case 'l':
+        return is_signed ? (uintmax_t)va_arg(*ap, long) : va_arg(*ap, unsigned long);
+    case 'q':
+        return is_signed ? (uintmax_t)va_arg(*ap, long long) : va_arg(*ap, unsigned long long);
+    case 'j':
+        return is_signed ? (uintmax_t)va_arg(*ap, intmax_t) : va_arg(*ap, uintmax_t);
+    case 'z':
+        return is_signed ? (uintmax_t)va_arg(*ap, ssize_t) : va_arg(*ap, size_t);
+    case 't':
+        return (uintmax_t)va_arg(*ap, ptrdiff_t);
+    default:
+        return is_signed ? (uintmax_t)va_arg(*ap, int) : va_arg(*ap, unsigned);
+    }
+}
+
+/* format_number - a numeric or pointer conversion @conv into @out (@len bytes). */
 static void format_number(char conv, const conv_spec *c, va_list *ap, char *out, size_t len)
 {
-    const char *sp = c->text;
+    char spec[sizeof c->text];
 
     out[0] = '\0';
-    if (strchr("di", conv) != NULL) {
-        if (c->lng == 'l')
-            snprintf(out, len, sp, va_arg(*ap, long));
-        else if (c->lng == 'q')
-            snprintf(out, len, sp, va_arg(*ap, long long));
-        else if (c->lng == 'j')
-            snprintf(out, len, sp, va_arg(*ap, intmax_t));
-        else if (c->lng == 'z')
-            snprintf(out, len, sp, va_arg(*ap, ssize_t));
-        else if (c->lng == 't')
-            snprintf(out, len, sp, va_arg(*ap, ptrdiff_t));
+    if (strchr("diuoxX", conv) != NULL) {
+        bool is_signed = conv == 'd' || conv == 'i';
+        uintmax_t v = int_arg(c->lng, is_signed, ap);
+
+        /* the flags, width and precision as written, then 'j' for the widened value */
+        snprintf(spec, sizeof spec, "%.*sj%c", (int)c->k_len, c->text, conv);
+        if (is_signed)
+            snprintf(out, len, spec, (intmax_t)v);
         else
-            snprintf(out, len, sp, va_arg(*ap, int));
-    } else if (strchr("uoxX", conv) != NULL) {
-        if (c->lng == 'l')
-            snprintf(out, len, sp, va_arg(*ap, unsigned long));
-        else if (c->lng == 'q')
-            snprintf(out, len, sp, va_arg(*ap, unsigned long long));
-        else if (c->lng == 'j')
-            snprintf(out, len, sp, va_arg(*ap, uintmax_t));
-        else if (c->lng == 'z')
-            snprintf(out, len, sp, va_arg(*ap, size_t));
-        else if (c->lng == 't')
-            snprintf(out, len, sp, va_arg(*ap, ptrdiff_t));
-        else
-            snprintf(out, len, sp, va_arg(*ap, unsigned));
+            snprintf(out, len, spec, v);
     } else if (strchr("eEfFgGaA", conv) != NULL) {
         if (c->lng == 'L')
-            snprintf(out, len, sp, va_arg(*ap, long double));
+            snprintf(out, len, c->text, va_arg(*ap, long double));
         else
-            snprintf(out, len, sp, va_arg(*ap, double));
+            snprintf(out, len, c->text, va_arg(*ap, double));
     } else if (conv == 'p') {
-        snprintf(out, len, sp, va_arg(*ap, void *));
+        snprintf(out, len, c->text, va_arg(*ap, void *));
     }
 }
 
