@@ -150,14 +150,20 @@ static void check_unknown(const json_t *obj, const char *base, const char *const
     }
 }
 
+/* A required top-level string member @key: its pointer "/key" in @ptr, NULL when absent. */
+static const char *top_string(const json_t *root, const char *key, char ptr[32], size_t *len,
+                              field_errors *errs)
+{
+    snprintf(ptr, 32, "/%s", key);
+    return get_string(root, key, ptr, true, len, errs);
+}
+
 static void check_id(const json_t *root, const char *key, char *out, field_errors *errs)
 {
     char ptr[32];
     size_t len = 0;
-    const char *s;
+    const char *s = top_string(root, key, ptr, &len, errs);
 
-    snprintf(ptr, sizeof ptr, "/%s", key);
-    s = get_string(root, key, ptr, true, &len, errs);
     if (s == NULL)
         return;
     if (!payment_id_valid(s, len))
@@ -171,10 +177,8 @@ static void check_enum(const json_t *root, const char *key, const char *const *a
 {
     char ptr[32], list[64] = "";
     size_t len = 0;
-    const char *s;
+    const char *s = top_string(root, key, ptr, &len, errs);
 
-    snprintf(ptr, sizeof ptr, "/%s", key);
-    s = get_string(root, key, ptr, true, &len, errs);
     if (s == NULL)
         return;
     for (const char *const *a = allowed; *a; a++) {
