@@ -190,33 +190,28 @@ static bool check_token(FILE *errs, const char *name, const char *v, bool requir
     return true;
 }
 
-int config_load(unsigned need, gw_config *c, FILE *errs)
+/* A server URL in @name: false (after a line on @errs) when missing but @required, or refused
+ * by @check. */
+static bool env_url(FILE *errs, const char *name, bool required,
+                    bool (*check)(FILE *errs, const char *url), const char **out)
+{
+    *out = env_str(name);
+    if (*out == NULL) {
+        if (required)
+            fprintf(errs, "config: %s is required\n", name);
+        return !required;
+    }
+    return check(errs, *out);
+}
+
+/* Where the program connects and listens, and who may call it. */
+static int load_endpoints(unsigned need, gw_config *c, FILE *errs)
 {
     const char *s;
     int bad = 0;
-    long prefetch;
 
-    memset(c, 0, sizeof *c);
-
-    c->database_url = env_str("DATABASE_URL");
-    if (c->database_url == NULL) {
-        if (need & CONFIG_NEED_DB) {
-            fprintf(errs, "config: DATABASE_URL is required\n");
-            bad++;
-        }
-    } else if (!check_db_url(errs, c->database_url)) {
-        bad++;
-    }
-
-    c->amqp_url = env_str("AMQP_URL");
-    if (c->amqp_url == NULL) {
-        if (need & CONFIG_NEED_AMQP) {
-            fprintf(errs, "config: AMQP_URL is required\n");
-            bad++;
-        }
-    } else if (!check_amqp_url(errs, c->amqp_url)) {
-        bad++;
-    }
+    bad += !env_url(errs, "DATABASE_URL", need & CONFIG_NEED_DB, check_db_url, &c->database_url);
+    bad += !env_url(errs, "AMQP_URL", need & CONFIG_NEED_AMQP, check_amqp_url, &c->amqp_url);
     c->amqp_cacert = env_str("AMQP_CACERT");
     if (c->amqp_cacert != NULL && !check_readable_file(errs, "AMQP_CACERT", c->amqp_cacert))
         bad++;
@@ -240,6 +235,15 @@ int config_load(unsigned need, gw_config *c, FILE *errs)
         fprintf(errs, "config: API_TOKEN and ADMIN_TOKEN must differ\n");
         bad++;
     }
+    return bad;
+}
+
+/* How the pipeline behaves: prefetch, retries, queues, limits, retention. */
+static int load_tuning(gw_config *c, FILE *errs)
+{
+    const char *s;
+    int bad = 0;
+    long prefetch;
 
     bad += !env_long(errs, "WORKER_PREFETCH", 32, 1, 65535, &prefetch);
     c->worker_prefetch = (int)prefetch;
@@ -271,6 +275,14 @@ int config_load(unsigned need, gw_config *c, FILE *errs)
     bad += !env_int(errs, "RELAY_SLO_SECONDS", 60, 1, 86400, &c->relay_slo_seconds);
 
     c->bank_sim_rules = env_str("BANK_SIM_RULES");
+    return bad;
+}
+
+/* What the program says about itself, and the faults a test asks it to inject. */
+static int load_diagnostics(gw_config *c, FILE *errs)
+{
+    const char *s;
+    int bad = 0;
 
     s = env_str("LOG_LEVEL");
     c->log_level = LOG_INFO;
@@ -295,6 +307,13 @@ int config_load(unsigned need, gw_config *c, FILE *errs)
         }
     }
     return bad;
+}
+
+int config_load(unsigned need, gw_config *c, FILE *errs)
+{
+    memset(c, 0, sizeof *c);
+    /* every group runs: one start-up reports every bad variable, not only the first */
+    return load_endpoints(need, c, errs) + load_tuning(c, errs) + load_diagnostics(c, errs);
 }
 
 const gw_config *config_load_or_exit(unsigned need)

@@ -150,14 +150,20 @@ static void check_unknown(const json_t *obj, const char *base, const char *const
     }
 }
 
+/* A required top-level string member @key: its pointer "/key" in @ptr, NULL when absent. */
+static const char *top_string(const json_t *root, const char *key, char ptr[32], size_t *len,
+                              field_errors *errs)
+{
+    snprintf(ptr, 32, "/%s", key);
+    return get_string(root, key, ptr, true, len, errs);
+}
+
 static void check_id(const json_t *root, const char *key, char *out, field_errors *errs)
 {
     char ptr[32];
     size_t len = 0;
-    const char *s;
+    const char *s = top_string(root, key, ptr, &len, errs);
 
-    snprintf(ptr, sizeof ptr, "/%s", key);
-    s = get_string(root, key, ptr, true, &len, errs);
     if (s == NULL)
         return;
     if (!payment_id_valid(s, len))
@@ -171,10 +177,8 @@ static void check_enum(const json_t *root, const char *key, const char *const *a
 {
     char ptr[32], list[64] = "";
     size_t len = 0;
-    const char *s;
+    const char *s = top_string(root, key, ptr, &len, errs);
 
-    snprintf(ptr, sizeof ptr, "/%s", key);
-    s = get_string(root, key, ptr, true, &len, errs);
     if (s == NULL)
         return;
     for (const char *const *a = allowed; *a; a++) {
@@ -216,6 +220,27 @@ static void check_amount(const json_t *root, payment *out, field_errors *errs)
     out->amount_cents = (int64_t)n;
 }
 
+/*
+ * nested_object - whether @obj (member @ptr of the body) is an object to check further: a
+ * missing one is an error when @required, anything but an object is @not_object, and its
+ * members outside @known are errors.
+ */
+static bool nested_object(const json_t *obj, const char *ptr, bool required, const char *not_object,
+                          const char *const *known, field_errors *errs)
+{
+    if (obj == NULL) {
+        if (required)
+            add_error(errs, ptr, "is required");
+        return false;
+    }
+    if (!json_is_object(obj)) {
+        add_error(errs, ptr, "%s", not_object);
+        return false;
+    }
+    check_unknown(obj, ptr, known, errs);
+    return true;
+}
+
 static void check_payee(const json_t *root, payment *out, field_errors *errs)
 {
     static const char *const known[] = {"bank", "account", NULL};
@@ -223,15 +248,9 @@ static void check_payee(const json_t *root, payment *out, field_errors *errs)
     const char *s;
     size_t len = 0;
 
-    if (payee == NULL) {
-        add_error(errs, "/payee", "is required");
+    if (!nested_object(payee, "/payee", true, "must be an object with bank and account", known,
+                       errs))
         return;
-    }
-    if (!json_is_object(payee)) {
-        add_error(errs, "/payee", "must be an object with bank and account");
-        return;
-    }
-    check_unknown(payee, "/payee", known, errs);
     s = get_string(payee, "bank", "/payee/bank", true, &len, errs);
     if (s != NULL) {
         if (len != 3 || !all_digits(s, 3))
@@ -260,13 +279,8 @@ static void check_payer(const json_t *root, field_errors *errs)
     const char *s;
     size_t len = 0;
 
-    if (payer == NULL)
+    if (!nested_object(payer, "/payer", false, "must be an object", known, errs))
         return;
-    if (!json_is_object(payer)) {
-        add_error(errs, "/payer", "must be an object");
-        return;
-    }
-    check_unknown(payer, "/payer", known, errs);
     s = get_string(payer, "name", "/payer/name", false, &len, errs);
     if (s != NULL && utf8_chars(s, len) > PAYMENT_NAME_MAX)
         add_error(errs, "/payer/name", "must be at most 140 characters");

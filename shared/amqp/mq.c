@@ -262,6 +262,36 @@ static gw_err read_return(mq_conn *c, const amqp_basic_return_t *ret, mq_event *
     return GW_OK;
 }
 
+static gw_err confirm_event(mq_event_kind kind, uint64_t tag, amqp_boolean_t multiple, mq_event *ev)
+{
+    ev->kind = kind;
+    ev->tag = tag;
+    ev->multiple = multiple != 0;
+    return GW_OK;
+}
+
+/* The broker closed our channel or the connection: answer close-ok, and the connection is done. */
+static gw_err peer_closed(mq_conn *c, const amqp_frame_t *f)
+{
+    if (f->payload.method.id == AMQP_CHANNEL_CLOSE_METHOD) {
+        amqp_channel_close_t *m = f->payload.method.decoded;
+        amqp_channel_close_ok_t ok = {0};
+
+        log_warn("mq_channel_closed", "name=%s code=%u text=\"%.*s\"", c->name, m->reply_code,
+                 (int)m->reply_text.len, (char *)m->reply_text.bytes);
+        (void)amqp_send_method(c->state, MQ_CHANNEL, AMQP_CHANNEL_CLOSE_OK_METHOD, &ok);
+    } else {
+        amqp_connection_close_t *m = f->payload.method.decoded;
+        amqp_connection_close_ok_t ok = {0};
+
+        log_warn("mq_connection_closed", "name=%s code=%u text=\"%.*s\"", c->name, m->reply_code,
+                 (int)m->reply_text.len, (char *)m->reply_text.bytes);
+        (void)amqp_send_method(c->state, 0, AMQP_CONNECTION_CLOSE_OK_METHOD, &ok);
+    }
+    c->open = false;
+    return GW_ERR_MQ;
+}
+
 gw_err mq_next_event(mq_conn *c, int timeout_ms, mq_event *ev)
 {
     struct timeval tv = {timeout_ms / 1000, (timeout_ms % 1000) * 1000};
@@ -285,18 +315,12 @@ gw_err mq_next_event(mq_conn *c, int timeout_ms, mq_event *ev)
         return GW_OK; /* a stray content frame: nothing we wait for */
     switch (f.payload.method.id) {
     case AMQP_BASIC_ACK_METHOD: {
-        amqp_basic_ack_t *a = f.payload.method.decoded;
-        ev->kind = MQ_EV_ACK;
-        ev->tag = a->delivery_tag;
-        ev->multiple = a->multiple;
-        return GW_OK;
+        const amqp_basic_ack_t *a = f.payload.method.decoded;
+        return confirm_event(MQ_EV_ACK, a->delivery_tag, a->multiple, ev);
     }
     case AMQP_BASIC_NACK_METHOD: {
-        amqp_basic_nack_t *a = f.payload.method.decoded;
-        ev->kind = MQ_EV_NACK;
-        ev->tag = a->delivery_tag;
-        ev->multiple = a->multiple;
-        return GW_OK;
+        const amqp_basic_nack_t *a = f.payload.method.decoded;
+        return confirm_event(MQ_EV_NACK, a->delivery_tag, a->multiple, ev);
     }
     case AMQP_BASIC_RETURN_METHOD:
         return read_return(c, f.payload.method.decoded, ev);
@@ -314,24 +338,9 @@ gw_err mq_next_event(mq_conn *c, int timeout_ms, mq_event *ev)
         ev->kind = MQ_EV_CANCEL;
         log_warn("mq_consumer_cancelled", "name=%s", c->name);
         return GW_OK;
-    case AMQP_CHANNEL_CLOSE_METHOD: {
-        amqp_channel_close_t *m = f.payload.method.decoded;
-        log_warn("mq_channel_closed", "name=%s code=%u text=\"%.*s\"", c->name, m->reply_code,
-                 (int)m->reply_text.len, (char *)m->reply_text.bytes);
-        amqp_channel_close_ok_t ok = {0};
-        (void)amqp_send_method(c->state, MQ_CHANNEL, AMQP_CHANNEL_CLOSE_OK_METHOD, &ok);
-        c->open = false;
-        return GW_ERR_MQ;
-    }
-    case AMQP_CONNECTION_CLOSE_METHOD: {
-        amqp_connection_close_t *m = f.payload.method.decoded;
-        log_warn("mq_connection_closed", "name=%s code=%u text=\"%.*s\"", c->name, m->reply_code,
-                 (int)m->reply_text.len, (char *)m->reply_text.bytes);
-        amqp_connection_close_ok_t ok = {0};
-        (void)amqp_send_method(c->state, 0, AMQP_CONNECTION_CLOSE_OK_METHOD, &ok);
-        c->open = false;
-        return GW_ERR_MQ;
-    }
+    case AMQP_CHANNEL_CLOSE_METHOD:
+    case AMQP_CONNECTION_CLOSE_METHOD:
+        return peer_closed(c, &f);
     default:
         return GW_OK;
     }

@@ -144,8 +144,12 @@ static void test_text_trusted(void)
               "have=%d want=%d hint=\"run scripts/migrate with this build's sql/\"", 3, 10);
     log_debug("numbers", "a=%" PRId64 " b=%llu c=0x%08x d=%.2f e=%ld f=%s g=%s%%", (int64_t)-5,
               18446744073709551615ULL, 0xbeefu, 2.5, -7L, "", "x y");
+    log_debug("widths", "h=%hd i=%hhu j=%5zu k=%-3td l=%jd m=%+d n=%lx o=%zd", (short)-3,
+              (unsigned char)250, (size_t)42, (ptrdiff_t)-1, (intmax_t)-9000000000LL, 4, 255UL,
+              (ssize_t)-2);
     log = capture_end();
-    check_lines(log, false, 3);
+    check_lines(log, false, 4);
+    CHECK_CONTAINS(log, " h=-3 i=250 j=\"   42\" k=\"-1 \" l=-9000000000 m=+4 n=ff o=-2\n");
     CHECK_CONTAINS(log, " event=stopped status=0\n");
     CHECK_CONTAINS(log, " event=schema_mismatch have=3 want=10 "
                         "hint=\"run scripts/migrate with this build's sql/\"\n");
