@@ -9,6 +9,7 @@
 
 #include "shared/lib/deadline.h"
 #include "shared/lib/log.h"
+#include "shared/outbox.h"
 #include "shared/pg/db.h"
 
 struct outbox_watch {
@@ -25,10 +26,10 @@ struct outbox_watch {
 };
 
 static const db_stmt watch_stmts[] = {
-    {"backlog", "SELECT (SELECT count(*) FROM (SELECT 1 FROM outbox WHERE state = 'pending' "
-                "LIMIT $1::bigint) s), "
+    {"backlog", "SELECT (SELECT count(*) FROM (SELECT 1 FROM outbox WHERE state = "
+                "'" OUTBOX_STATE_PENDING "' LIMIT $1::bigint) s), "
                 "coalesce(extract(epoch FROM now() - (SELECT created_at FROM outbox "
-                "WHERE state = 'pending' ORDER BY id LIMIT 1)), 0)"},
+                "WHERE state = '" OUTBOX_STATE_PENDING "' ORDER BY id LIMIT 1)), 0)"},
     /* idempotency records live 7 days (expires_at); removed in small batches */
     {"expire_keys", "DELETE FROM idempotency_keys WHERE event_id IN (SELECT event_id FROM "
                     "idempotency_keys WHERE expires_at < now() LIMIT 1000)"},

@@ -7,9 +7,6 @@
 #include "api/api_metrics.h"
 #include "shared/lib/err.h"
 
-/* The channel payments-relay LISTENs on. */
-#define OUTBOX_NOTIFY_CHANNEL "paygw_outbox"
-
 typedef struct outbox_watch outbox_watch;
 
 /*
