@@ -20,6 +20,7 @@
  */
 #include <errno.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -59,6 +60,25 @@ static void raise_fd_limit(rlim_t want)
         log_warn("fd_limit", "want=%lu", (unsigned long)want);
 }
 
+/* SIGTERM and SIGINT blocked (into @stop_set, for sigwait()), SIGPIPE ignored. */
+static bool block_signals(sigset_t *stop_set)
+{
+    int rc;
+
+    sigemptyset(stop_set);
+    sigaddset(stop_set, SIGTERM);
+    sigaddset(stop_set, SIGINT);
+    if ((rc = pthread_sigmask(SIG_BLOCK, stop_set, NULL)) != 0) {
+        log_error("sig_install_failed", "signal=SIGTERM error=\"%s\"", strerror(rc));
+        return false;
+    }
+    if (signal(SIGPIPE, SIG_IGN) == SIG_ERR) {
+        log_error("sig_install_failed", "signal=SIGPIPE error=\"%s\"", strerror(errno));
+        return false;
+    }
+    return true;
+}
+
 int main(void)
 {
     const gw_config *cfg =
@@ -77,17 +97,8 @@ int main(void)
         return 1;
     }
     /* signals are read by sigwait() below: block them before any thread starts */
-    sigemptyset(&stop_set);
-    sigaddset(&stop_set, SIGTERM);
-    sigaddset(&stop_set, SIGINT);
-    if ((sig = pthread_sigmask(SIG_BLOCK, &stop_set, NULL)) != 0) {
-        log_error("sig_install_failed", "signal=SIGTERM error=\"%s\"", strerror(sig));
+    if (!block_signals(&stop_set))
         return 1;
-    }
-    if (signal(SIGPIPE, SIG_IGN) == SIG_ERR) {
-        log_error("sig_install_failed", "signal=SIGPIPE error=\"%s\"", strerror(errno));
-        return 1;
-    }
 
     if (db_wait_schema(cfg->database_url, "payments-api", STARTUP_WAIT_S) != GW_OK)
         return 1;

@@ -1,4 +1,4 @@
-/* api/outbox_watch.c - one thread, one connection, two cheap duties */
+/* api/outbox_watch.c - one thread, one connection, two cheap duties (and the key expiry's clock) */
 #include "api/outbox_watch.h"
 
 #include <pthread.h>
@@ -7,8 +7,10 @@
 #include <stdlib.h>
 #include <time.h>
 
+#include "api/key_expiry.h"
 #include "shared/lib/deadline.h"
 #include "shared/lib/log.h"
+#include "shared/outbox.h"
 #include "shared/pg/db.h"
 
 struct outbox_watch {
@@ -19,29 +21,17 @@ struct outbox_watch {
     bool stopping;       /* under lock */
     atomic_bool over_limit;
     long max_backlog;
-    unsigned long refreshes;
+    key_expiry expiry; /* ticked by each refresh */
     api_metrics *m;
+    db_stmt stmts[2]; /* the backlog's and the key expiry's; prepared on db */
     db_conn *db;
 };
 
-static const db_stmt watch_stmts[] = {
-    {"backlog", "SELECT (SELECT count(*) FROM (SELECT 1 FROM outbox WHERE state = 'pending' "
-                "LIMIT $1::bigint) s), "
-                "coalesce(extract(epoch FROM now() - (SELECT created_at FROM outbox "
-                "WHERE state = 'pending' ORDER BY id LIMIT 1)), 0)"},
-    /* idempotency records live 7 days (expires_at); removed in small batches */
-    {"expire_keys", "DELETE FROM idempotency_keys WHERE event_id IN (SELECT event_id FROM "
-                    "idempotency_keys WHERE expires_at < now() LIMIT 1000)"},
-};
-
-static void expire_keys(outbox_watch *w)
-{
-    PGresult *res = db_prepared(w->db, "expire_keys", 0, NULL);
-
-    if (db_check(res, PGRES_COMMAND_OK, "expire_keys") == GW_OK && atol(PQcmdTuples(res)) > 0)
-        log_info("idempotency_keys_expired", "rows=%s", PQcmdTuples(res));
-    PQclear(res);
-}
+static const db_stmt backlog_stmt = {
+    "backlog", "SELECT (SELECT count(*) FROM (SELECT 1 FROM outbox WHERE state = "
+               "'" OUTBOX_STATE_PENDING "' LIMIT $1::bigint) s), "
+               "coalesce(extract(epoch FROM now() - (SELECT created_at FROM outbox "
+               "WHERE state = '" OUTBOX_STATE_PENDING "' ORDER BY id LIMIT 1)), 0)"};
 
 static void refresh_backlog(outbox_watch *w)
 {
@@ -64,8 +54,7 @@ static void refresh_backlog(outbox_watch *w)
         atomic_store(&w->over_limit, pending > w->max_backlog);
     }
     PQclear(res);
-    if (++w->refreshes % 60 == 0)
-        expire_keys(w); /* once a minute is plenty for a 7-day window */
+    key_expiry_tick(&w->expiry, w->db);
 }
 
 static void send_notify(outbox_watch *w)
@@ -130,8 +119,10 @@ gw_err outbox_watch_start(const char *url, long max_backlog, api_metrics *m, out
     w->max_backlog = max_backlog;
     w->m = m;
     atomic_init(&w->over_limit, false);
-    err = db_open(url, "payments-api-watch", watch_stmts,
-                  sizeof watch_stmts / sizeof watch_stmts[0], true, &w->db);
+    w->stmts[0] = backlog_stmt;
+    w->stmts[1] = key_expiry_stmt;
+    err = db_open(url, "payments-api-watch", w->stmts, sizeof w->stmts / sizeof w->stmts[0], true,
+                  &w->db);
     if (err != GW_OK) {
         free(w);
         return err;

@@ -1,4 +1,5 @@
-/* api/outbox_watch.h - the API's view of the outbox: back-pressure and relay wake-ups */
+/* api/outbox_watch.h - the API's view of the outbox: back-pressure and relay wake-ups; its
+ * thread also paces the idempotency-key expiry (api/key_expiry.h) */
 #ifndef API_OUTBOX_WATCH_H
 #define API_OUTBOX_WATCH_H
 
@@ -7,9 +8,6 @@
 #include "api/api_metrics.h"
 #include "shared/lib/err.h"
 
-/* The channel payments-relay LISTENs on. */
-#define OUTBOX_NOTIFY_CHANNEL "paygw_outbox"
-
 typedef struct outbox_watch outbox_watch;
 
 /*
@@ -17,7 +15,8 @@ typedef struct outbox_watch outbox_watch;
  * second, refreshes the pending-row estimate (capped at @max_backlog + 1, so
  * it stays cheap), and that sends one NOTIFY after any number of
  * outbox_watch_committed() calls: wake-ups are coalesced and sent after
- * COMMIT, never inside the accept transaction. @m is borrowed.
+ * COMMIT, never inside the accept transaction. Each refresh is also a tick of
+ * the key expiry, on the same connection. @m is borrowed.
  */
 GW_MUSTCHECK gw_err outbox_watch_start(const char *url, long max_backlog, api_metrics *m,
                                        outbox_watch **out);

@@ -8,7 +8,7 @@
  * never an error a program would retry). settle_payment() and settle_batch()
  * (sql/0013) do the same for 'settled'.
  *
- * The programs prepare these texts (worker/relay/outbox.c, worker/settle/inbox.c, api/admin/dlq.c)
+ * The programs prepare these texts (worker/relay/outbox.c, worker/settle/inbox.c, api/admin/letters.c)
  * and tests/integration/test_payment_status.c runs the very same texts.
  */
 #ifndef SHARED_PAYMENT_STATUS_H

@@ -1,4 +1,5 @@
-/* api/admin/dlq.h - the admin's dead letters: drain the DLQ into PostgreSQL, list, get, replay */
+/* api/admin/dlq.h - the admin's dead-letter endpoints: drain the DLQ into PostgreSQL, list,
+ * get and replay; the answers, built on dlq_broker, letters and replay */
 #ifndef API_ADMIN_DLQ_H
 #define API_ADMIN_DLQ_H
 
@@ -10,9 +11,8 @@
 typedef struct dlq dlq;
 
 /*
- * dlq_new - the admin side of the DLQ for @cfg; @pool and @m are borrowed.
- * The broker connection is opened on first use and reopened after a failure;
- * admin calls are rare, so one connection serves them one at a time.
+ * dlq_new - the admin side of the DLQ for @cfg; @cfg, @pool and @m are borrowed.
+ * Owns one dlq_broker: opened on first use, one admin call at a time.
  */
 GW_MUSTCHECK gw_err dlq_new(const gw_config *cfg, db_pool *pool, api_metrics *m, dlq **out);
 void dlq_free(dlq *d); /* accepts NULL */

@@ -2,8 +2,8 @@
  * tests/integration/test_event_after_expiry.c - an event_id whose idempotency
  * record has expired still gets a definite answer
  *
- * The records are expired in SQL and removed by payments-api's own purge (the
- * watcher thread's expire_keys, once a minute). Then the same event_id must be
+ * The records are expired in SQL and removed by payments-api's own purge
+ * (api/key_expiry.c, on the watcher thread, once a minute). Then the same event_id must be
  * a replay when the content is the same (202, Idempotent-Replayed, the body
  * rebuilt from the payment row) and 422 idempotency-key-reused when it is not;
  * never a 503 that the client would retry forever. A unique violation that no
@@ -21,7 +21,7 @@
 #include "tests/support/thttp.h"
 #include "tests/support/tproc.h"
 
-/* One purge a minute (api/outbox_watch.c), plus room for a slow tree. */
+/* One purge a minute (api/key_expiry.c), plus room for a slow tree. */
 #define PURGE_WAIT_MS 80000
 
 static tdb *db;

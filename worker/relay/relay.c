@@ -11,11 +11,11 @@
 #include "shared/lib/backoff.h"
 #include "shared/lib/log.h"
 #include "shared/mq_topology.h"
+#include "shared/outbox.h"
 #include "shared/pg/db.h"
 #include "worker/relay/outbox.h"
 #include "worker/relay/relay_lane.h"
 
-#define NOTIFY_CHANNEL "paygw_outbox"
 #define HOUSEKEEPING_S 60
 #define BACKLOG_S      2
 #define PURGE_LIMIT    1000
@@ -139,7 +139,7 @@ static gw_err connect_db(relay *r)
     }
     r->db = relay_lane_db(r->lanes[0]);
     /* after every reconnect: a LISTEN does not survive its session */
-    if ((err = db_exec(r->db, "LISTEN " NOTIFY_CHANNEL)) != GW_OK)
+    if ((err = db_exec(r->db, "LISTEN " OUTBOX_NOTIFY_CHANNEL)) != GW_OK)
         return err;
     r->listening = true;
     health_set_db(r->health, true);

@@ -1,0 +1,138 @@
+/* api/admin/dlq_broker.c - one confirm-mode connection, opened lazily, dropped on any failure */
+#include "api/admin/dlq_broker.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "shared/mq_topology.h"
+
+#define CONFIRM_WAIT_MS 5000
+
+struct dlq_broker {
+    const gw_config *cfg;
+    pthread_mutex_t lock; /* one admin broker call at a time */
+    mq_conn *mq;          /* under lock; NULL until first use or after a failure */
+};
+
+void dlq_broker_msg_clear(dlq_broker_msg *m)
+{
+    amqp_destroy_message(&m->msg);
+}
+
+gw_err dlq_broker_new(const gw_config *cfg, dlq_broker **out)
+{
+    dlq_broker *b = calloc(1, sizeof *b);
+
+    if (b == NULL)
+        return GW_ERR_NOMEM;
+    b->cfg = cfg;
+    pthread_mutex_init(&b->lock, NULL);
+    *out = b;
+    return GW_OK;
+}
+
+void dlq_broker_free(dlq_broker *b)
+{
+    if (b == NULL)
+        return;
+    mq_close(b->mq);
+    pthread_mutex_destroy(&b->lock);
+    free(b);
+}
+
+void dlq_broker_lock(dlq_broker *b)
+{
+    pthread_mutex_lock(&b->lock);
+}
+
+void dlq_broker_unlock(dlq_broker *b)
+{
+    pthread_mutex_unlock(&b->lock);
+}
+
+/* Under b->lock: a usable confirm-mode connection with the topology declared. */
+static gw_err connected(dlq_broker *b)
+{
+    gw_err err;
+
+    if (b->mq != NULL && mq_fd(b->mq) >= 0)
+        return GW_OK;
+    mq_close(b->mq);
+    b->mq = NULL;
+    if ((err = mq_open(b->cfg->amqp_url, b->cfg->amqp_cacert, "payments-api-admin", true,
+                       &b->mq)) != GW_OK)
+        return err;
+    if ((err = mq_topology_declare(b->mq, b->cfg)) != GW_OK) {
+        mq_close(b->mq);
+        b->mq = NULL;
+    }
+    return err;
+}
+
+static void failed(dlq_broker *b)
+{
+    mq_close(b->mq);
+    b->mq = NULL;
+}
+
+static gw_err get_messages(dlq_broker *b, long max, dlq_broker_msg *out, long *n)
+{
+    amqp_connection_state_t c = mq_state(b->mq);
+
+    *n = 0;
+    while (*n < max) {
+        amqp_rpc_reply_t r = amqp_basic_get(c, MQ_CHANNEL, mq_bytes(MQ_QUEUE_DLQ), 0);
+        amqp_basic_get_ok_t *ok;
+        dlq_broker_msg *m = &out[*n];
+
+        if (mq_check(r, "basic.get") != GW_OK)
+            return GW_ERR_MQ;
+        if (r.reply.id == AMQP_BASIC_GET_EMPTY_METHOD)
+            break;
+        ok = r.reply.decoded;
+        m->tag = ok->delivery_tag;
+        snprintf(m->routing_key, sizeof m->routing_key, "%.*s", (int)ok->routing_key.len,
+                 (const char *)ok->routing_key.bytes);
+        if (mq_check(amqp_read_message(c, MQ_CHANNEL, &m->msg, 0), "basic.get.content") != GW_OK)
+            return GW_ERR_MQ;
+        (*n)++;
+    }
+    return GW_OK;
+}
+
+gw_err dlq_broker_get(dlq_broker *b, long max, dlq_broker_msg *out, long *n)
+{
+    gw_err err;
+
+    *n = 0;
+    err = connected(b);
+    if (err == GW_OK)
+        err = get_messages(b, max, out, n);
+    if (err != GW_OK)
+        failed(b); /* unacked gets go back to the queue with the channel */
+    return err;
+}
+
+void dlq_broker_ack_upto(dlq_broker *b, uint64_t tag)
+{
+    if (amqp_basic_ack(mq_state(b->mq), MQ_CHANNEL, tag, 1) != AMQP_STATUS_OK)
+        failed(b);
+}
+
+void dlq_broker_requeue_upto(dlq_broker *b, uint64_t tag)
+{
+    if (amqp_basic_nack(mq_state(b->mq), MQ_CHANNEL, tag, 1, 1) != AMQP_STATUS_OK)
+        failed(b);
+}
+
+gw_err dlq_broker_publish(dlq_broker *b, const mq_message *m, char *why, size_t len)
+{
+    gw_err err = connected(b);
+
+    if (err == GW_OK)
+        err = mq_publish_confirmed(b->mq, m, CONFIRM_WAIT_MS, why, len);
+    if (err != GW_OK && err != GW_ERR_NOT_FOUND)
+        failed(b);
+    return err;
+}
