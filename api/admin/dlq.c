@@ -40,12 +40,8 @@ gw_err dlq_new(const gw_config *cfg, db_pool *pool, api_metrics *m, dlq **out)
     d->cfg = cfg;
     d->pool = pool;
     d->metrics = m;
-    if ((err = dlq_broker_new(cfg, &d->broker)) != GW_OK) {
-        free(d);
-        return err;
-    }
-    *out = d;
-    return GW_OK;
+    err = dlq_broker_new(cfg, &d->broker);
+    return GW_BUILT(err, d, dlq_free, out);
 }
 
 void dlq_free(dlq *d)

@@ -65,12 +65,8 @@ gw_err health_start(const listen_addr *listen, const metrics *registry, health *
     opt.timeout_s = 10;
     opt.handler = health_handle;
     opt.app = h;
-    if ((err = http_server_start(&opt, &h->server)) != GW_OK) {
-        free(h);
-        return err;
-    }
-    *out = h;
-    return GW_OK;
+    err = http_server_start(&opt, &h->server);
+    return GW_BUILT(err, h, health_stop, out);
 }
 
 void health_stop(health *h)

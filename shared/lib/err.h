@@ -15,6 +15,14 @@ typedef enum gw_err {
 
 #define GW_MUSTCHECK __attribute__((warn_unused_result))
 
+/*
+ * GW_BUILT - the end of a constructor: on GW_OK hand @obj to the caller
+ * (*@out), otherwise undo what was built with its own destructor @destroy
+ * (which accepts a half-built object) and pass @err on.
+ */
+#define GW_BUILT(err, obj, destroy, out)                                                           \
+    ((err) == GW_OK ? (*(out) = (obj), GW_OK) : (destroy(obj), (err)))
+
 /* gw_err_str - a stable, static name for @err ("ok", "invalid", ...). */
 const char *gw_err_str(gw_err err);
 

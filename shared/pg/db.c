@@ -104,17 +104,10 @@ gw_err db_open(const char *url, const char *app, const db_stmt *stmts, size_t n,
     db->app = strdup(app);
     db->stmts = stmts;
     db->nstmts = n;
-    if (db->url == NULL || db->app == NULL) {
-        db_close(db);
-        return GW_ERR_NOMEM;
-    }
-    err = db_connect(db);
-    if (err != GW_OK && !lazy) {
-        db_close(db);
-        return err;
-    }
-    *out = db;
-    return GW_OK;
+    err = db->url == NULL || db->app == NULL ? GW_ERR_NOMEM : db_connect(db);
+    if (err == GW_ERR_DB && lazy)
+        err = GW_OK; /* db_ensure() connects later */
+    return GW_BUILT(err, db, db_close, out);
 }
 
 void db_close(db_conn *db)
@@ -237,5 +230,21 @@ gw_err db_wait_schema(const char *url, const char *app, int wait_s)
     }
     err = db_check_schema(db);
     db_close(db);
+    return err;
+}
+
+gw_err db_prepared_rows(db_conn *db, const char *name, int a, int b, long *rows)
+{
+    char pa[16], pb[16];
+    const char *params[2] = {pa, pb};
+    PGresult *res;
+    gw_err err;
+
+    snprintf(pa, sizeof pa, "%d", a);
+    snprintf(pb, sizeof pb, "%d", b);
+    res = db_prepared(db, name, 2, params);
+    err = db_check(res, PGRES_COMMAND_OK, name);
+    *rows = err == GW_OK ? atol(PQcmdTuples(res)) : 0;
+    PQclear(res);
     return err;
 }

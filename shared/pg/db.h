@@ -83,6 +83,13 @@ void db_rollback(db_conn *db);
 PGresult *db_prepared(db_conn *db, const char *name, int n, const char *const *params);
 
 /*
+ * db_prepared_rows - run prepared command @name with the integer parameters
+ * @a and @b (the retention purges: an age and a batch limit); *@rows is how
+ * many rows it changed, 0 on failure.
+ */
+GW_MUSTCHECK gw_err db_prepared_rows(db_conn *db, const char *name, int a, int b, long *rows);
+
+/*
  * db_check_schema - GW_OK when schema_migrations is at DB_SCHEMA_VERSION;
  * otherwise logs both versions and returns GW_ERR_INVALID (GW_ERR_DB when
  * the query itself fails).

@@ -155,18 +155,7 @@ gw_err outbox_mark(db_conn *db, const outbox_batch *b)
 
 gw_err outbox_purge(db_conn *db, int hours, int limit, long *deleted)
 {
-    char h[16], l[16];
-    const char *params[2] = {h, l};
-    PGresult *res;
-    gw_err err;
-
-    snprintf(h, sizeof h, "%d", hours);
-    snprintf(l, sizeof l, "%d", limit);
-    res = db_prepared(db, "outbox_purge", 2, params);
-    err = db_check(res, PGRES_COMMAND_OK, "outbox_purge");
-    *deleted = err == GW_OK ? atol(PQcmdTuples(res)) : 0;
-    PQclear(res);
-    return err;
+    return db_prepared_rows(db, "outbox_purge", hours, limit, deleted);
 }
 
 gw_err outbox_backlog(db_conn *db, long *pending, double *oldest_age_s)

@@ -27,13 +27,8 @@ gw_err relay_lane_open(const char *url, const relay_metrics *m, relay_lane **out
     if (l == NULL)
         return GW_ERR_NOMEM;
     l->m = m;
-    if ((err = db_open(url, "payments-relay", outbox_stmts, outbox_nstmts, false, &l->db)) !=
-        GW_OK) {
-        free(l);
-        return err;
-    }
-    *out = l;
-    return GW_OK;
+    err = db_open(url, "payments-relay", outbox_stmts, outbox_nstmts, false, &l->db);
+    return GW_BUILT(err, l, relay_lane_close, out);
 }
 
 void relay_lane_close(relay_lane *l)

@@ -50,18 +50,7 @@ gw_err inbox_mark_dead(db_conn *db, const char *payment_id, const char *event_id
 
 gw_err inbox_purge(db_conn *db, int days, int limit, long *deleted)
 {
-    char d[16], l[16];
-    const char *params[2] = {d, l};
-    PGresult *res;
-    gw_err err;
-
-    snprintf(d, sizeof d, "%d", days);
-    snprintf(l, sizeof l, "%d", limit);
-    res = db_prepared(db, "inbox_purge", 2, params);
-    err = db_check(res, PGRES_COMMAND_OK, "inbox_purge");
-    *deleted = err == GW_OK ? atol(PQcmdTuples(res)) : 0;
-    PQclear(res);
-    return err;
+    return db_prepared_rows(db, "inbox_purge", days, limit, deleted);
 }
 
 /* "{a,b}" of the event ids: [A-Za-z0-9._:-] needs no quoting in an array literal. */
