@@ -16,6 +16,7 @@
 #include "shared/lib/canon.h"
 #include "shared/lib/deadline.h"
 #include "shared/lib/log.h"
+#include "shared/lib/names.h"
 #include "shared/pg/db.h"
 
 #define MAX_THREADS CONFIG_MAX_COMMIT_THREADS
@@ -61,16 +62,18 @@ typedef struct worker_arg {
 
 static bool outcome_parse(const char *s, accept_outcome *out)
 {
-    static const char *const names[] = {"accepted", "replay", "key_reused", "in_flight",
-                                        "payment_decided"};
+    static const char *const names[] = {
+        [OUTCOME_ACCEPTED] = "accepted",
+        [OUTCOME_REPLAY] = "replay",
+        [OUTCOME_KEY_REUSED] = "key_reused",
+        [OUTCOME_IN_FLIGHT] = "in_flight",
+        [OUTCOME_PAYMENT_DECIDED] = "payment_decided",
+    };
+    int i = names_find(names, NAMES_COUNT(names), s);
 
-    for (int i = 0; i < 5; i++) {
-        if (strcmp(s, names[i]) == 0) {
-            *out = (accept_outcome)i;
-            return true;
-        }
-    }
-    return false;
+    if (i >= 0)
+        *out = (accept_outcome)i;
+    return i >= 0;
 }
 
 static json_t *job_json(const accept_job *j)

@@ -8,6 +8,7 @@
 #include "api/admin/reconcile.h"
 #include "api/problem.h"
 #include "shared/lib/log.h"
+#include "shared/lib/names.h"
 #include "shared/lib/token.h"
 
 #define PAYMENTS_PATH "/v1/payments"
@@ -43,25 +44,26 @@ static route dlq_route(const char *rest, char *id)
     return strcmp(slash, "/replay") == 0 ? ROUTE_DLQ_REPLAY : ROUTE_ADMIN_OTHER;
 }
 
+/* The routes whose path is fixed, by route. */
+static const char *const fixed_paths[] = {
+    [ROUTE_HEALTHZ] = "/healthz",
+    [ROUTE_READYZ] = "/readyz",
+    [ROUTE_METRICS] = "/metrics",
+    [ROUTE_PAYMENTS] = PAYMENTS_PATH,
+    [ROUTE_DLQ_DRAIN] = "/admin/dlq/drain",
+    [ROUTE_DLQ_LIST] = "/admin/dlq",
+    [ROUTE_RECONCILE] = "/admin/reconciliation",
+};
+
 static route route_of(const char *path, char *id)
 {
-    if (strcmp(path, "/healthz") == 0)
-        return ROUTE_HEALTHZ;
-    if (strcmp(path, "/readyz") == 0)
-        return ROUTE_READYZ;
-    if (strcmp(path, "/metrics") == 0)
-        return ROUTE_METRICS;
-    if (strcmp(path, PAYMENTS_PATH) == 0)
-        return ROUTE_PAYMENTS;
+    int fixed = names_find(fixed_paths, NAMES_COUNT(fixed_paths), path);
+
+    if (fixed >= 0)
+        return (route)fixed;
     if (strncmp(path, PAYMENTS_PATH "/", sizeof PAYMENTS_PATH) == 0 &&
         path[sizeof PAYMENTS_PATH] != '\0' && strchr(path + sizeof PAYMENTS_PATH, '/') == NULL)
         return ROUTE_PAYMENT;
-    if (strcmp(path, "/admin/dlq/drain") == 0)
-        return ROUTE_DLQ_DRAIN;
-    if (strcmp(path, "/admin/dlq") == 0)
-        return ROUTE_DLQ_LIST;
-    if (strcmp(path, "/admin/reconciliation") == 0)
-        return ROUTE_RECONCILE;
     if (strncmp(path, "/admin/dlq/", 11) == 0)
         return dlq_route(path + 11, id);
     if (strncmp(path, "/admin/", 7) == 0 || strcmp(path, "/admin") == 0)

@@ -9,6 +9,7 @@
 
 #include "shared/failpoint.h"
 #include "shared/lib/log.h"
+#include "shared/lib/names.h"
 #include "shared/payment_status.h"
 
 const db_stmt inbox_stmts[] = {
@@ -92,17 +93,16 @@ gw_err inbox_seen_many(db_conn *db, const inbox_item *items, int n, bool *seen)
 
 static inbox_outcome outcome_of(const char *s, bool *failed)
 {
-    *failed = false;
-    if (strcmp(s, "settled") == 0)
-        return INBOX_SETTLED;
-    if (strcmp(s, "duplicate") == 0)
-        return INBOX_DUPLICATE;
-    if (strcmp(s, "terminal") == 0)
-        return INBOX_TERMINAL;
-    if (strcmp(s, "unknown_payment") == 0)
-        return INBOX_UNKNOWN;
-    *failed = true;
-    return INBOX_UNKNOWN;
+    static const char *const names[] = {
+        [INBOX_SETTLED] = "settled",
+        [INBOX_DUPLICATE] = "duplicate",
+        [INBOX_TERMINAL] = "terminal",
+        [INBOX_UNKNOWN] = "unknown_payment",
+    };
+    int i = names_find(names, NAMES_COUNT(names), s);
+
+    *failed = i < 0;
+    return i < 0 ? INBOX_UNKNOWN : (inbox_outcome)i;
 }
 
 /* One transaction for @items[order[0..n-1]]: on any error nothing is committed. */
