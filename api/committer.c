@@ -106,7 +106,6 @@ static json_t *job_json(const accept_job *j)
 static gw_err try_batch(db_conn *db, accept_job **jobs, int n)
 {
     json_t *arr = json_array();
-    const char *params[1];
     PGresult *res = NULL;
     char *text = NULL;
     gw_err err;
@@ -119,14 +118,9 @@ static gw_err try_batch(db_conn *db, accept_job **jobs, int n)
         err = GW_ERR_NOMEM;
         goto out;
     }
-    params[0] = text;
-    if ((err = db_ensure(db)) != GW_OK || (err = db_begin(db, NULL)) != GW_OK)
+    if ((err = db_ensure(db)) != GW_OK ||
+        (err = db_begin_batch(db, "accept_batch", text, n, &res)) != GW_OK)
         goto out;
-    res = db_prepared(db, "accept_batch", 1, params);
-    if ((err = db_check(res, PGRES_TUPLES_OK, "accept_batch")) != GW_OK || PQntuples(res) != n) {
-        err = err != GW_OK ? err : GW_ERR_DB;
-        goto rollback;
-    }
     for (int row = 0; row < n; row++) {
         int i = atoi(PQgetvalue(res, row, 0));
 

@@ -248,3 +248,20 @@ gw_err db_prepared_rows(db_conn *db, const char *name, int a, int b, long *rows)
     PQclear(res);
     return err;
 }
+
+gw_err db_begin_batch(db_conn *db, const char *name, const char *json, int n, PGresult **res)
+{
+    const char *params[1] = {json};
+    gw_err err;
+
+    *res = NULL;
+    if ((err = db_begin(db, NULL)) != GW_OK)
+        return err;
+    *res = db_prepared(db, name, 1, params);
+    if ((err = db_check(*res, PGRES_TUPLES_OK, name)) == GW_OK && PQntuples(*res) == n)
+        return GW_OK;
+    PQclear(*res);
+    *res = NULL;
+    db_rollback(db);
+    return err != GW_OK ? err : GW_ERR_DB;
+}

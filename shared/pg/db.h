@@ -90,6 +90,15 @@ PGresult *db_prepared(db_conn *db, const char *name, int n, const char *const *p
 GW_MUSTCHECK gw_err db_prepared_rows(db_conn *db, const char *name, int a, int b, long *rows);
 
 /*
+ * db_begin_batch - BEGIN, then run prepared function @name on @json (one
+ * parameter: the batch as a JSON array of @n items), which answers a row per
+ * item. GW_OK with the transaction still open and *@res owned by the caller
+ * (PQclear); otherwise it is rolled back and *@res is NULL.
+ */
+GW_MUSTCHECK gw_err db_begin_batch(db_conn *db, const char *name, const char *json, int n,
+                                   PGresult **res);
+
+/*
  * db_check_schema - GW_OK when schema_migrations is at DB_SCHEMA_VERSION;
  * otherwise logs both versions and returns GW_ERR_INVALID (GW_ERR_DB when
  * the query itself fails).

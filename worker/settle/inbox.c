@@ -109,7 +109,6 @@ static inbox_outcome outcome_of(const char *s, bool *failed)
 static gw_err try_settle(db_conn *db, inbox_item *items, const int *order, int n)
 {
     json_t *arr = json_array();
-    const char *params[1];
     PGresult *res = NULL;
     char *text;
     gw_err err;
@@ -124,14 +123,8 @@ static gw_err try_settle(db_conn *db, inbox_item *items, const int *order, int n
     json_decref(arr);
     if (text == NULL)
         return GW_ERR_NOMEM;
-    params[0] = text;
-    if ((err = db_begin(db, NULL)) != GW_OK)
+    if ((err = db_begin_batch(db, "settle_batch", text, n, &res)) != GW_OK)
         goto out;
-    res = db_prepared(db, "settle_batch", 1, params);
-    if ((err = db_check(res, PGRES_TUPLES_OK, "settle_batch")) != GW_OK || PQntuples(res) != n) {
-        err = err != GW_OK ? err : GW_ERR_DB;
-        goto rollback;
-    }
     for (int row = 0; row < n; row++) {
         int k = atoi(PQgetvalue(res, row, 0));
         inbox_item *it;
