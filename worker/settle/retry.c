@@ -58,6 +58,16 @@ void retry_bytes_str(amqp_bytes_t b, char *out, size_t len)
     out[n] = '\0';
 }
 
+bool retry_exhausted(const gw_config *cfg, int attempt)
+{
+    return attempt >= cfg->retry_steps + 1;
+}
+
+int retry_delay_ms(const gw_config *cfg, int attempt)
+{
+    return cfg->retry_delays_ms[attempt - 1]; /* step i follows attempt i */
+}
+
 gw_err retry_publish(mq_conn *pub, const gw_config *cfg, const amqp_envelope_t *env, int attempt,
                      const char *why)
 {
@@ -83,7 +93,7 @@ gw_err retry_publish(mq_conn *pub, const gw_config *cfg, const amqp_envelope_t *
             keep[extra.num_entries++] = *e;
         }
     }
-    snprintf(key, sizeof key, "%d", cfg->retry_delays_ms[attempt - 1]);
+    snprintf(key, sizeof key, "%d", retry_delay_ms(cfg, attempt));
     m.exchange = MQ_EXCHANGE_RETRY;
     m.routing_key = key;
     m.message_id = message_id;

@@ -106,9 +106,7 @@ static gw_err connect_db(settle *s)
 static verdict on_transient(settle *s, const amqp_envelope_t *env, const payment *p, int attempt,
                             const char *why)
 {
-    int max_attempts = s->cfg->retry_steps + 1;
-
-    if (attempt >= max_attempts) {
+    if (retry_exhausted(s->cfg, attempt)) {
         char last[256];
 
         snprintf(last, sizeof last, "retries exhausted after %d attempts: %s", attempt, why);
@@ -128,7 +126,7 @@ static verdict on_transient(settle *s, const amqp_envelope_t *env, const payment
         return VERDICT_REQUEUE;
     metrics_add(s->retried[attempt - 1], 1);
     log_info("payment_retrying", "event_id=%s payment_id=%s attempt=%d delay_ms=%d error=\"%s\"",
-             p->event_id, p->payment_id, attempt, s->cfg->retry_delays_ms[attempt - 1], why);
+             p->event_id, p->payment_id, attempt, retry_delay_ms(s->cfg, attempt), why);
     return VERDICT_RETRY;
 }
 
