@@ -137,9 +137,9 @@ static void decide(delivery *d, verdict v)
 }
 
 /*
- * triage - everything before the batch transaction: validation (the API's
- * rules: a message the API would refuse is poison), the bank call, and what a
- * failure means. Leaves undecided only the deliveries to settle now.
+ * triage - after validate() and the inbox pre-check, before the batch
+ * transaction: a known duplicate, the bank call, and what a failure means
+ * (event "processed"). Leaves undecided only the deliveries to settle now.
  */
 static void triage(settle *s, delivery *d, bool seen)
 {
@@ -169,7 +169,8 @@ static void triage(settle *s, delivery *d, bool seen)
     }
 }
 
-/* Parse and validate; false (decided DEAD) for poison. */
+/* Parse and validate with the API's rules (a message the API would refuse is poison); false
+ * (decided DEAD) for poison. */
 static bool validate(settle *s, delivery *d)
 {
     const amqp_basic_properties_t *props = &d->env.message.properties;
@@ -181,11 +182,10 @@ static bool validate(settle *s, delivery *d)
     d->attempt = retry_attempt(props);
     if (props->_flags & AMQP_BASIC_MESSAGE_ID_FLAG)
         retry_bytes_str(props->message_id, d->message_id, sizeof d->message_id);
+    /* the last test: docs/architecture.md, "The flow", message_id = event_id */
     ok = json_strict_parse(d->env.message.body.bytes, d->env.message.body.len,
                            JSON_STRICT_MAX_DEPTH, &root, reason, sizeof reason) == GW_OK &&
-         payment_validate(root, &d->p, &errs) == GW_OK &&
-         strcmp(d->message_id, d->p.event_id) ==
-             0; /* docs/architecture.md, "The flow": message_id = event_id */
+         payment_validate(root, &d->p, &errs) == GW_OK && strcmp(d->message_id, d->p.event_id) == 0;
     json_decref(root);
     if (!ok) {
         metrics_add(s->dead_invalid, 1);
