@@ -54,7 +54,8 @@ void retry_bytes_str(amqp_bytes_t b, char *out, size_t len)
 {
     size_t n = b.len < len - 1 ? b.len : len - 1;
 
-    memcpy(out, b.bytes, n);
+    if (n > 0) /* an empty amqp_bytes_t may have bytes == NULL: memcpy(NULL) is undefined */
+        memcpy(out, b.bytes, n);
     out[n] = '\0';
 }
 
