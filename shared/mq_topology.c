@@ -28,7 +28,7 @@ static gw_err declare_queue(mq_conn *c, const gw_config *cfg, const char *name,
     return mq_check(amqp_get_rpc_reply(mq_state(c)), name);
 }
 
-static gw_err bind(mq_conn *c, const char *queue, const char *exchange, const char *key)
+static gw_err bind_queue(mq_conn *c, const char *queue, const char *exchange, const char *key)
 {
     amqp_queue_bind(mq_state(c), MQ_CHANNEL, mq_bytes(queue), mq_bytes(exchange), mq_bytes(key),
                     amqp_empty_table);
@@ -54,10 +54,11 @@ gw_err mq_topology_declare(mq_conn *c, const gw_config *cfg)
 
     str_arg(&args[0], "x-dead-letter-exchange", MQ_EXCHANGE_DLX);
     if ((err = declare_queue(c, cfg, MQ_QUEUE_SETTLEMENT, args, 1)) != GW_OK ||
-        (err = bind(c, MQ_QUEUE_SETTLEMENT, MQ_EXCHANGE_EVENTS, MQ_BINDING_APPROVED)) != GW_OK)
+        (err = bind_queue(c, MQ_QUEUE_SETTLEMENT, MQ_EXCHANGE_EVENTS, MQ_BINDING_APPROVED)) !=
+            GW_OK)
         return err;
     if ((err = declare_queue(c, cfg, MQ_QUEUE_DLQ, args, 0)) != GW_OK ||
-        (err = bind(c, MQ_QUEUE_DLQ, MQ_EXCHANGE_DLX, "")) != GW_OK)
+        (err = bind_queue(c, MQ_QUEUE_DLQ, MQ_EXCHANGE_DLX, "")) != GW_OK)
         return err;
 
     for (int i = 0; i < cfg->retry_steps; i++) {
@@ -71,7 +72,7 @@ gw_err mq_topology_declare(mq_conn *c, const gw_config *cfg)
         str_arg(&args[1], "x-dead-letter-exchange", "");
         str_arg(&args[2], "x-dead-letter-routing-key", MQ_QUEUE_SETTLEMENT);
         if ((err = declare_queue(c, cfg, queue, args, 3)) != GW_OK ||
-            (err = bind(c, queue, MQ_EXCHANGE_RETRY, key)) != GW_OK)
+            (err = bind_queue(c, queue, MQ_EXCHANGE_RETRY, key)) != GW_OK)
             return err;
     }
     log_info("mq_topology_declared", "queue_type=%s retry_steps=%d",

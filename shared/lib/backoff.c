@@ -5,6 +5,11 @@
 
 #include <sodium.h>
 
+bool backoff_seed(void)
+{
+    return sodium_init() >= 0; /* 1 when already started: also fine */
+}
+
 void backoff_init(backoff *b, int initial_ms, int max_ms)
 {
     b->initial_ms = initial_ms;

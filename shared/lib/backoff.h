@@ -3,12 +3,22 @@
 #define SHARED_LIB_BACKOFF_H
 
 #include <signal.h>
+#include <stdbool.h>
 
 typedef struct backoff {
     int initial_ms;
     int max_ms;
     int current_ms;
 } backoff;
+
+/*
+ * backoff_seed - start the jitter's random source (libsodium); false when it
+ * cannot be used. Call once from main(), before any thread and any
+ * backoff_wait(). The source is process-wide: token_random_hex() draws from it
+ * too (the health server's request ids), so a program that calls this needs
+ * no token_init().
+ */
+bool backoff_seed(void);
 
 /* backoff_init - start at @initial_ms, double up to @max_ms. */
 void backoff_init(backoff *b, int initial_ms, int max_ms);

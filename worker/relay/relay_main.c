@@ -22,10 +22,10 @@
 #include "shared/config.h"
 #include "shared/failpoint.h"
 #include "shared/http/health.h"
+#include "shared/lib/backoff.h"
 #include "shared/lib/log.h"
 #include "shared/lib/metrics.h"
 #include "shared/lib/sig.h"
-#include "shared/lib/token.h"
 #include "shared/pg/db.h"
 #include "worker/relay/relay.h"
 
@@ -43,7 +43,7 @@ int main(void)
 
     log_init("payments-relay", cfg->log_level, cfg->log_format);
     failpoint_init(cfg->failpoints);
-    if (!sig_install_stop(&stop_requested) || !token_init())
+    if (!sig_install_stop(&stop_requested) || !backoff_seed())
         return 1;
     if (db_wait_schema(cfg->database_url, "payments-relay", STARTUP_WAIT_S) != GW_OK)
         return 1;

@@ -54,8 +54,19 @@ void retry_bytes_str(amqp_bytes_t b, char *out, size_t len)
 {
     size_t n = b.len < len - 1 ? b.len : len - 1;
 
-    memcpy(out, b.bytes, n);
+    if (n > 0) /* an empty amqp_bytes_t may have bytes == NULL: memcpy(NULL) is undefined */
+        memcpy(out, b.bytes, n);
     out[n] = '\0';
+}
+
+bool retry_exhausted(const gw_config *cfg, int attempt)
+{
+    return attempt >= cfg->retry_steps + 1;
+}
+
+int retry_delay_ms(const gw_config *cfg, int attempt)
+{
+    return cfg->retry_delays_ms[attempt - 1]; /* step i follows attempt i */
 }
 
 gw_err retry_publish(mq_conn *pub, const gw_config *cfg, const amqp_envelope_t *env, int attempt,
@@ -83,7 +94,7 @@ gw_err retry_publish(mq_conn *pub, const gw_config *cfg, const amqp_envelope_t *
             keep[extra.num_entries++] = *e;
         }
     }
-    snprintf(key, sizeof key, "%d", cfg->retry_delays_ms[attempt - 1]);
+    snprintf(key, sizeof key, "%d", retry_delay_ms(cfg, attempt));
     m.exchange = MQ_EXCHANGE_RETRY;
     m.routing_key = key;
     m.message_id = message_id;

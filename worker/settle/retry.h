@@ -2,6 +2,7 @@
 #ifndef WORKER_SETTLE_RETRY_H
 #define WORKER_SETTLE_RETRY_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 #include <amqp.h>
@@ -18,6 +19,15 @@
  * x-death that a client republishes.
  */
 int retry_attempt(const amqp_basic_properties_t *p);
+
+/*
+ * retry_exhausted - whether @attempt was the last one: there are
+ * @cfg->retry_steps + 1 attempts, the first and one after each delay step.
+ */
+bool retry_exhausted(const gw_config *cfg, int attempt);
+
+/* retry_delay_ms - the delay before the attempt after @attempt (1..retry_steps). */
+int retry_delay_ms(const gw_config *cfg, int attempt);
 
 /*
  * retry_publish - a copy of @env to payments.retry on @pub (a confirm-mode

@@ -1,4 +1,5 @@
-/* worker/settle/settle.h - payments-worker: consume, settle once, retry or dead-letter, then ack */
+/* worker/settle/settle.h - payments-worker's loop: each batch validated, sent to the bank, settled
+ * in one COMMIT (events "processed" and "committed"), then answered through consumer.h */
 #ifndef WORKER_SETTLE_SETTLE_H
 #define WORKER_SETTLE_SETTLE_H
 
@@ -10,30 +11,29 @@
 #include "shared/lib/metrics.h"
 #include "worker/settle/bank.h"
 
-#define SETTLE_BATCH_MAX                                                                           \
-    256 /* deliveries applied in one transaction, at most half the prefetch                        \
-         */
+/* deliveries applied in one transaction; a batch is also at most half the prefetch */
+#define SETTLE_BATCH_MAX 256
 
-typedef struct settler settler;
+typedef struct settle settle;
 
 /*
- * settler_new - a consumer for @cfg, settling through @b (both borrowed),
+ * settle_new - the worker for @cfg, settling through @b (both borrowed),
  * registering its series in @registry (before the metrics server starts).
- * Owned by the caller (settler_free()).
+ * Owned by the caller (settle_free()).
  */
-GW_MUSTCHECK gw_err settler_new(const gw_config *cfg, const bank *b, metrics *registry,
-                                settler **out);
-void settler_free(settler *s); /* accepts NULL */
+GW_MUSTCHECK gw_err settle_new(const gw_config *cfg, const bank *b, metrics *registry,
+                               settle **out);
+void settle_free(settle *s); /* accepts NULL */
 
-/* settler_set_health - where to report readiness (borrowed, may be NULL). */
-void settler_set_health(settler *s, health *h);
+/* settle_set_health - where to report readiness (borrowed, may be NULL). */
+void settle_set_health(settle *s, health *h);
 
 /*
- * settler_run - consume payments.settlement until *@stop; reconnect with
- * capped back-off. On stop the consumer is cancelled and the delivery in hand
- * is finished (COMMIT, then ack) before it returns; unacked prefetched
+ * settle_run - consume payments.settlement until *@stop; reconnect with
+ * capped back-off. On stop the consumer is cancelled and the batch in hand is
+ * finished (COMMIT, then ack) before it returns; unacked prefetched
  * deliveries go back to the queue when the channel closes.
  */
-void settler_run(settler *s, volatile sig_atomic_t *stop);
+void settle_run(settle *s, volatile sig_atomic_t *stop);
 
 #endif

@@ -2,11 +2,11 @@
  * payments-worker - settle payment decisions into the ledger
  *
  * DESCRIPTION  Consumes payments.settlement with basic.qos(WORKER_PREFETCH) and
- *              manual acks. The deliveries in hand (up to the prefetch, at
- *              most 128) are applied in one PostgreSQL transaction, each in its
- *              own subtransaction (inbox row + balanced ledger lines + payment
- *              settled), and acked only after that COMMIT; a duplicate is acked
- *              with no effect. Transient bank failures go to a TTL delay queue as a
+ *              manual acks. The deliveries in hand (up to half the prefetch,
+ *              at most 256) are applied in one PostgreSQL transaction
+ *              (settle_batch(), sql/0009: inbox rows + balanced ledger lines +
+ *              payments settled), and acked only after that COMMIT; a duplicate
+ *              is acked with no effect. Transient bank failures go to a TTL delay queue as a
  *              confirmed copy; permanent ones and exhausted retries are nacked
  *              without requeue, so the DLX writes x-death.
  * SECURITY     DB role paygw_worker (sql/0004): SELECT/INSERT/DELETE on inbox,
@@ -29,10 +29,10 @@
 #include "shared/config.h"
 #include "shared/failpoint.h"
 #include "shared/http/health.h"
+#include "shared/lib/backoff.h"
 #include "shared/lib/log.h"
 #include "shared/lib/metrics.h"
 #include "shared/lib/sig.h"
-#include "shared/lib/token.h"
 #include "shared/pg/db.h"
 #include "worker/settle/bank_sim.h"
 #include "worker/settle/settle.h"
@@ -47,7 +47,7 @@ int main(void)
     bank sim = {0};
     metrics *registry = NULL;
     health *h = NULL;
-    settler *s = NULL;
+    settle *s = NULL;
     char why[160];
     int rc = 1;
 
@@ -57,22 +57,22 @@ int main(void)
     }
     log_init("payments-worker", cfg->log_level, cfg->log_format);
     failpoint_init(cfg->failpoints);
-    if (!sig_install_stop(&stop_requested) || !token_init())
+    if (!sig_install_stop(&stop_requested) || !backoff_seed())
         goto cleanup;
     if (db_wait_schema(cfg->database_url, "payments-worker", STARTUP_WAIT_S) != GW_OK)
         goto cleanup;
     registry = metrics_new();
-    if (registry == NULL || settler_new(cfg, &sim, registry, &s) != GW_OK)
+    if (registry == NULL || settle_new(cfg, &sim, registry, &s) != GW_OK)
         goto cleanup;
     if (health_start(&cfg->metrics_listen, registry, &h) != GW_OK)
         goto cleanup;
-    settler_set_health(s, h); /* series registered first: the server renders them from now on */
+    settle_set_health(s, h); /* series registered first: the server renders them from now on */
     log_info("started", "prefetch=%d retry_steps=%d", cfg->worker_prefetch, cfg->retry_steps);
-    settler_run(s, &stop_requested);
+    settle_run(s, &stop_requested);
     log_info("stopping", "reason=signal");
     rc = 0;
 cleanup:
-    settler_free(s);
+    settle_free(s);
     health_stop(h);
     metrics_free(registry);
     bank_free(&sim);

@@ -1,0 +1,80 @@
+/* worker/settle/consumer.h - the worker's broker side: connections, qos and consume, deliveries in
+ * (event "delivered") and their answers out (event "acked"); the retry copies' connection too */
+#ifndef WORKER_SETTLE_CONSUMER_H
+#define WORKER_SETTLE_CONSUMER_H
+
+#include <stdbool.h>
+
+#include <amqp.h>
+
+#include "shared/amqp/mq.h"
+#include "shared/config.h"
+#include "shared/http/health.h"
+#include "shared/lib/err.h"
+#include "shared/lib/metrics.h"
+#include "shared/payment.h"
+#include "worker/settle/verdict.h"
+
+/*
+ * One delivery of a batch. consumer_receive() fills env and clears the rest;
+ * worker/settle/settle.c parses it into p, attempt and message_id and sets v;
+ * consumer_answer() sends v; consumer_release() frees env.
+ */
+typedef struct delivery {
+    amqp_envelope_t env; /* owned until consumer_release() */
+    payment p;
+    int attempt;
+    verdict v;
+    bool decided; /* v is final; otherwise it waits for the batch COMMIT */
+    char message_id[128];
+} delivery;
+
+typedef struct consumer consumer;
+
+/*
+ * consumer_new - the broker side for @cfg (borrowed), registering its series
+ * in @registry (before the metrics server starts). Not connected yet. Owned by
+ * the caller (consumer_free()).
+ */
+GW_MUSTCHECK gw_err consumer_new(const gw_config *cfg, metrics *registry, consumer **out);
+void consumer_free(consumer *c); /* accepts NULL; closes both connections */
+
+/* consumer_set_health - where to report the broker's readiness (borrowed, may be NULL). */
+void consumer_set_health(consumer *c, health *h);
+
+/*
+ * consumer_connect - unless both are up: the consumer connection (topology,
+ * basic.qos WORKER_PREFETCH, basic.consume with manual ack) and the
+ * confirm-mode connection for retry copies. On failure both are closed.
+ */
+GW_MUSTCHECK gw_err consumer_connect(consumer *c);
+
+/* consumer_drop - close both connections: the broker requeues whatever was not answered. */
+void consumer_drop(consumer *c);
+
+/* consumer_retry_publisher - the confirm-mode connection for retry copies (borrowed). */
+mq_conn *consumer_retry_publisher(consumer *c);
+
+/*
+ * consumer_receive - wait up to 1 s for a first delivery (the bounded wait is
+ * how a signal is noticed), then take whatever else is already buffered, up to
+ * @max, into @batch. The count in *@n; each one is counted as delivered. When
+ * *@n > 0, answer them with consumer_answer() (or drop the connection), then
+ * consumer_release() them. GW_ERR_MQ: reconnect.
+ */
+GW_MUSTCHECK gw_err consumer_receive(consumer *c, delivery *batch, int max, int *n);
+
+/*
+ * consumer_answer - every delivery's verdict as an answer: the nacks one by
+ * one, then a single ack with "multiple" up to the highest acked tag. Call
+ * only after the batch COMMIT. GW_ERR_MQ when the broker could not be told.
+ */
+GW_MUSTCHECK gw_err consumer_answer(consumer *c, const delivery *batch, int n);
+
+/* consumer_release - the batch is done (answered or not): time it, free its envelopes. */
+void consumer_release(consumer *c, delivery *batch, int n);
+
+/* consumer_cancel - stop taking new work (basic.cancel), when connected; close comes after. */
+void consumer_cancel(consumer *c);
+
+#endif
