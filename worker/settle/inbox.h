@@ -37,7 +37,7 @@ GW_MUSTCHECK gw_err inbox_seen_many(db_conn *db, const inbox_item *items, int n,
 
 /*
  * inbox_settle_batch - one transaction for @n items in payment_id order
- * (settle_batch() in sql/0007: settle_payment() per item), then one COMMIT. On
+ * (settle_batch() in sql/0009: settle_payment() per item), then one COMMIT. On
  * GW_OK each item's outcome is filled, or failed is set for an item whose own
  * run failed (when the batch fails on an unexpected error while the connection
  * holds, each item is run again alone). Any other result means nothing was

@@ -136,6 +136,14 @@ static void decide(delivery *d, verdict v)
     d->decided = true;
 }
 
+/* A delivery whose effect is committed already: counted and logged the same wherever found. */
+static void skip_duplicate(settle *s, const delivery *d)
+{
+    metrics_add(s->duplicates, 1);
+    log_info("duplicate_skipped", "event_id=%s payment_id=%s attempt=%d redelivered=%d",
+             d->p.event_id, d->p.payment_id, d->attempt, d->env.redelivered);
+}
+
 /*
  * triage - after validate() and the inbox pre-check, before the batch
  * transaction: a known duplicate, the bank call, and what a failure means
@@ -147,9 +155,7 @@ static void triage(settle *s, delivery *d, bool seen)
     bank_result br;
 
     if (seen) {
-        metrics_add(s->duplicates, 1);
-        log_info("duplicate_skipped", "event_id=%s payment_id=%s attempt=%d redelivered=%d",
-                 d->p.event_id, d->p.payment_id, d->attempt, d->env.redelivered);
+        skip_duplicate(s, d);
         decide(d, VERDICT_ACK);
         return;
     }
@@ -236,8 +242,8 @@ static void settle_pending(settle *s, delivery *batch, int n)
             log_info("payment_settled", "event_id=%s payment_id=%s attempt=%d amount_cents=%lld",
                      d->p.event_id, d->p.payment_id, d->attempt, (long long)d->p.amount_cents);
             break;
-        case INBOX_DUPLICATE:
-            metrics_add(s->duplicates, 1);
+        case INBOX_DUPLICATE: /* a copy in the same batch, or one the pre-check did not see */
+            skip_duplicate(s, d);
             break;
         case INBOX_TERMINAL:
             log_warn("settle_after_dead_letter", "event_id=%s payment_id=%s", d->p.event_id,
