@@ -14,12 +14,14 @@
 #include "shared/config.h"
 #include "shared/failpoint.h"
 #include "shared/lib/canon.h"
+#include "shared/lib/crew.h"
 #include "shared/lib/deadline.h"
 #include "shared/lib/log.h"
 #include "shared/lib/names.h"
 #include "shared/pg/db.h"
 
 #define MAX_THREADS CONFIG_MAX_COMMIT_THREADS
+_Static_assert(MAX_THREADS <= CREW_MAX, "one crew runs every commit thread");
 /*
  * A second batch starts while one is committing only when this many jobs wait,
  * or when the one in flight has taken OVERLAP_AFTER_NS (a slow or stuck COMMIT
@@ -37,17 +39,13 @@
 #define LINGER_NS 1000000L
 
 struct committer {
-    pthread_mutex_t lock;
-    pthread_cond_t work;
-    accept_job *head, *tail;      /* under lock */
-    int queued;                   /* under lock: jobs from head to tail */
-    int in_flight;                /* under lock: batches between BEGIN and their answers */
+    crew crew;               /* its lock guards what is marked "under lock"; wake: work or a stop */
+    accept_job *head, *tail; /* under lock */
+    int queued;              /* under lock: jobs from head to tail */
+    int in_flight;           /* under lock: batches between BEGIN and their answers */
     struct timespec flight_start; /* under lock: since when the batch(es) in flight hold the rest */
-    bool stopping;                /* under lock */
     int max_batch;
     metric *batch_size; /* borrowed */
-    int nthreads;
-    pthread_t threads[MAX_THREADS];
     db_conn *db[MAX_THREADS];
 };
 
@@ -198,25 +196,25 @@ static void *committer_main(void *arg)
     for (;;) {
         int n = 0;
 
-        pthread_mutex_lock(&c->lock);
-        while (!c->stopping && !may_start(c))
+        pthread_mutex_lock(&c->crew.lock);
+        while (!c->crew.stopping && !may_start(c))
             if (c->head == NULL || c->in_flight > 1) {
-                pthread_cond_wait(&c->work, &c->lock);
+                pthread_cond_wait(&c->crew.wake, &c->crew.lock);
             } else {
                 struct timespec until = deadline_after(c->flight_start, OVERLAP_AFTER_NS);
-                pthread_cond_timedwait(&c->work, &c->lock, &until);
+                pthread_cond_timedwait(&c->crew.wake, &c->crew.lock, &until);
             }
-        if (c->head == NULL && c->stopping) {
-            pthread_mutex_unlock(&c->lock);
+        if (c->head == NULL && c->crew.stopping) {
+            pthread_mutex_unlock(&c->crew.lock);
             break;
         }
         if (c->in_flight++ == 0) /* from here on: the other committers leave this batch alone */
             clock_gettime(CLOCK_REALTIME, &c->flight_start);
-        if (c->queued < OVERLAP_MIN && !c->stopping) {
+        if (c->queued < OVERLAP_MIN && !c->crew.stopping) {
             struct timespec until = deadline_in(LINGER_NS);
 
-            while (c->queued < OVERLAP_MIN && !c->stopping &&
-                   pthread_cond_timedwait(&c->work, &c->lock, &until) == 0)
+            while (c->queued < OVERLAP_MIN && !c->crew.stopping &&
+                   pthread_cond_timedwait(&c->crew.wake, &c->crew.lock, &until) == 0)
                 ;
         }
         /* everything that arrived while the last batch committed rides together */
@@ -228,20 +226,20 @@ static void *committer_main(void *arg)
         if (c->head == NULL)
             c->tail = NULL;
         else if (c->queued >= OVERLAP_MIN)
-            pthread_cond_signal(&c->work); /* more is queued: wake another committer */
-        pthread_mutex_unlock(&c->lock);
+            pthread_cond_signal(&c->crew.wake); /* more is queued: wake another committer */
+        pthread_mutex_unlock(&c->crew.lock);
 
         metrics_observe(c->batch_size, (double)n);
         run_batch(db, batch, n);
         for (int i = 0; i < n; i++)
             batch[i]->done(batch[i]->arg); /* the job may be freed from here on */
 
-        pthread_mutex_lock(&c->lock);
+        pthread_mutex_lock(&c->crew.lock);
         if (--c->in_flight > 0) /* the other batch's age is not kept: its wait starts now */
             clock_gettime(CLOCK_REALTIME, &c->flight_start);
         if (c->head != NULL)
-            pthread_cond_signal(&c->work); /* what queued meanwhile goes next */
-        pthread_mutex_unlock(&c->lock);
+            pthread_cond_signal(&c->crew.wake); /* what queued meanwhile goes next */
+        pthread_mutex_unlock(&c->crew.lock);
     }
     free(batch);
     return NULL;
@@ -261,8 +259,7 @@ gw_err committer_start(const char *url, int threads, int max_batch, metric *batc
         return GW_ERR_NOMEM;
     c->max_batch = max_batch > 0 ? max_batch : 64;
     c->batch_size = batch_size;
-    pthread_mutex_init(&c->lock, NULL);
-    pthread_cond_init(&c->work, NULL);
+    crew_init(&c->crew);
     for (int i = 0; i < threads; i++) {
         worker_arg *wa = malloc(sizeof *wa);
 
@@ -274,14 +271,13 @@ gw_err committer_start(const char *url, int threads, int max_batch, metric *batc
         }
         wa->c = c;
         wa->i = i;
-        if (pthread_create(&c->threads[i], NULL, committer_main, wa) != 0) {
+        if (!crew_add(&c->crew, committer_main, wa)) {
             free(wa);
             db_close(c->db[i]);
             c->db[i] = NULL;
             committer_stop(c);
             return GW_ERR_NOMEM;
         }
-        c->nthreads++;
     }
     *out = c;
     return GW_OK;
@@ -291,23 +287,17 @@ void committer_stop(committer *c)
 {
     if (c == NULL)
         return;
-    pthread_mutex_lock(&c->lock);
-    c->stopping = true;
-    pthread_cond_broadcast(&c->work);
-    pthread_mutex_unlock(&c->lock);
-    for (int i = 0; i < c->nthreads; i++)
-        pthread_join(c->threads[i], NULL);
+    crew_stop(&c->crew);
     for (int i = 0; i < MAX_THREADS; i++)
         db_close(c->db[i]);
-    pthread_cond_destroy(&c->work);
-    pthread_mutex_destroy(&c->lock);
+    crew_deinit(&c->crew);
     free(c);
 }
 
 void committer_submit(committer *c, accept_job *job)
 {
     job->next = NULL;
-    pthread_mutex_lock(&c->lock);
+    pthread_mutex_lock(&c->crew.lock);
     if (c->tail)
         c->tail->next = job;
     else
@@ -316,10 +306,10 @@ void committer_submit(committer *c, accept_job *job)
     c->queued++;
     /* otherwise the batch in flight wakes a committer when it is done */
     if (c->in_flight == 0)
-        pthread_cond_signal(&c->work);
+        pthread_cond_signal(&c->crew.wake);
     else if (c->queued == 1 || c->queued == OVERLAP_MIN)
         /* an idle committer starts watching the batch in flight (OVERLAP_AFTER_NS); a
          * lingering batch is full; or a second batch may start now */
-        pthread_cond_broadcast(&c->work);
-    pthread_mutex_unlock(&c->lock);
+        pthread_cond_broadcast(&c->crew.wake);
+    pthread_mutex_unlock(&c->crew.lock);
 }

@@ -8,17 +8,15 @@
 #include <time.h>
 
 #include "api/key_expiry.h"
+#include "shared/lib/crew.h"
 #include "shared/lib/deadline.h"
 #include "shared/lib/log.h"
 #include "shared/outbox.h"
 #include "shared/pg/db.h"
 
 struct outbox_watch {
-    pthread_t thread;
-    pthread_mutex_t lock;
-    pthread_cond_t wake;
+    crew crew;           /* one thread; its lock guards what is marked "under lock" */
     bool notify_pending; /* under lock */
-    bool stopping;       /* under lock */
     atomic_bool over_limit;
     long max_backlog;
     key_expiry expiry; /* ticked by each refresh */
@@ -80,32 +78,32 @@ static void *watch_main(void *arg)
 
     clock_gettime(CLOCK_REALTIME, &next);
     notify_at = next;
-    pthread_mutex_lock(&w->lock);
-    while (!w->stopping) {
+    pthread_mutex_lock(&w->crew.lock);
+    while (!w->crew.stopping) {
         struct timespec now, until = next;
 
         clock_gettime(CLOCK_REALTIME, &now);
         if (w->notify_pending && deadline_passed(&notify_at, &now)) {
             w->notify_pending = false; /* everything committed so far rides on this one */
-            pthread_mutex_unlock(&w->lock);
+            pthread_mutex_unlock(&w->crew.lock);
             send_notify(w);
-            pthread_mutex_lock(&w->lock);
+            pthread_mutex_lock(&w->crew.lock);
             notify_at = deadline_after(now, NOTIFY_GAP_NS);
             continue;
         }
         if (deadline_passed(&next, &now)) {
-            pthread_mutex_unlock(&w->lock);
+            pthread_mutex_unlock(&w->crew.lock);
             refresh_backlog(w);
-            pthread_mutex_lock(&w->lock);
+            pthread_mutex_lock(&w->crew.lock);
             clock_gettime(CLOCK_REALTIME, &next);
             next.tv_sec += 1;
             continue;
         }
         if (w->notify_pending && !deadline_passed(&until, &notify_at))
             until = notify_at;
-        pthread_cond_timedwait(&w->wake, &w->lock, &until);
+        pthread_cond_timedwait(&w->crew.wake, &w->crew.lock, &until);
     }
-    pthread_mutex_unlock(&w->lock);
+    pthread_mutex_unlock(&w->crew.lock);
     return NULL;
 }
 
@@ -127,11 +125,9 @@ gw_err outbox_watch_start(const char *url, long max_backlog, api_metrics *m, out
         free(w);
         return err;
     }
-    pthread_mutex_init(&w->lock, NULL);
-    pthread_cond_init(&w->wake, NULL);
-    if (pthread_create(&w->thread, NULL, watch_main, w) != 0) {
-        db_close(w->db);
-        free(w);
+    crew_init(&w->crew);
+    if (!crew_add(&w->crew, watch_main, w)) {
+        outbox_watch_stop(w);
         return GW_ERR_NOMEM;
     }
     *out = w;
@@ -142,27 +138,22 @@ void outbox_watch_stop(outbox_watch *w)
 {
     if (w == NULL)
         return;
-    pthread_mutex_lock(&w->lock);
-    w->stopping = true;
-    pthread_cond_signal(&w->wake);
-    pthread_mutex_unlock(&w->lock);
-    pthread_join(w->thread, NULL);
+    crew_stop(&w->crew);
     if (w->notify_pending)
         send_notify(w); /* the last commits still wake the relay */
     db_close(w->db);
-    pthread_cond_destroy(&w->wake);
-    pthread_mutex_destroy(&w->lock);
+    crew_deinit(&w->crew);
     free(w);
 }
 
 void outbox_watch_committed(outbox_watch *w)
 {
-    pthread_mutex_lock(&w->lock);
+    pthread_mutex_lock(&w->crew.lock);
     if (!w->notify_pending) {
         w->notify_pending = true;
-        pthread_cond_signal(&w->wake);
+        pthread_cond_signal(&w->crew.wake);
     }
-    pthread_mutex_unlock(&w->lock);
+    pthread_mutex_unlock(&w->crew.lock);
 }
 
 bool outbox_watch_over_limit(const outbox_watch *w)
