@@ -63,29 +63,49 @@ static json_t *table_to_json(const amqp_table_t *t, int depth)
     return o;
 }
 
+bool mq_field_int(const amqp_field_value_t *v, int64_t *out)
+{
+    switch (v->kind) {
+    case AMQP_FIELD_KIND_I8:
+        *out = v->value.i8;
+        return true;
+    case AMQP_FIELD_KIND_U8:
+        *out = v->value.u8;
+        return true;
+    case AMQP_FIELD_KIND_I16:
+        *out = v->value.i16;
+        return true;
+    case AMQP_FIELD_KIND_U16:
+        *out = v->value.u16;
+        return true;
+    case AMQP_FIELD_KIND_I32:
+        *out = v->value.i32;
+        return true;
+    case AMQP_FIELD_KIND_U32:
+        *out = v->value.u32;
+        return true;
+    case AMQP_FIELD_KIND_I64:
+        *out = v->value.i64;
+        return true;
+    case AMQP_FIELD_KIND_U64:
+        *out = (int64_t)v->value.u64;
+        return true;
+    default:
+        return false;
+    }
+}
+
 static json_t *value_to_json(const amqp_field_value_t *v, int depth)
 {
+    int64_t n;
+
     if (depth > MAX_DEPTH)
         return json_null();
+    if (mq_field_int(v, &n))
+        return json_integer((json_int_t)n);
     switch (v->kind) {
     case AMQP_FIELD_KIND_BOOLEAN:
         return json_boolean(v->value.boolean);
-    case AMQP_FIELD_KIND_I8:
-        return json_integer(v->value.i8);
-    case AMQP_FIELD_KIND_U8:
-        return json_integer(v->value.u8);
-    case AMQP_FIELD_KIND_I16:
-        return json_integer(v->value.i16);
-    case AMQP_FIELD_KIND_U16:
-        return json_integer(v->value.u16);
-    case AMQP_FIELD_KIND_I32:
-        return json_integer(v->value.i32);
-    case AMQP_FIELD_KIND_U32:
-        return json_integer(v->value.u32);
-    case AMQP_FIELD_KIND_I64:
-        return json_integer(v->value.i64);
-    case AMQP_FIELD_KIND_U64:
-        return json_integer((json_int_t)v->value.u64);
     case AMQP_FIELD_KIND_F32:
         return json_real(v->value.f32);
     case AMQP_FIELD_KIND_F64:

@@ -3,6 +3,9 @@
 #ifndef SHARED_AMQP_MQ_HEADERS_H
 #define SHARED_AMQP_MQ_HEADERS_H
 
+#include <stdbool.h>
+#include <stdint.h>
+
 #include <amqp.h>
 #include <jansson.h>
 
@@ -13,6 +16,9 @@
  * New reference owned by the caller.
  */
 json_t *mq_table_to_json(const amqp_table_t *t);
+
+/* mq_field_int - @v as an integer when it is one of AMQP's eight integer kinds; false otherwise. */
+bool mq_field_int(const amqp_field_value_t *v, int64_t *out);
 
 /*
  * mq_x_death - the "x-death" member of @headers (borrowed, as made by

@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "shared/amqp/mq_headers.h"
 #include "shared/lib/log.h"
 #include "shared/mq_topology.h"
 
@@ -17,34 +18,8 @@ int retry_attempt(const amqp_basic_properties_t *p)
 
         if (e->key.len != 9 || memcmp(e->key.bytes, "x-attempt", 9) != 0)
             continue;
-        switch (e->value.kind) {
-        case AMQP_FIELD_KIND_I8:
-            v = e->value.value.i8;
-            break;
-        case AMQP_FIELD_KIND_U8:
-            v = e->value.value.u8;
-            break;
-        case AMQP_FIELD_KIND_I16:
-            v = e->value.value.i16;
-            break;
-        case AMQP_FIELD_KIND_U16:
-            v = e->value.value.u16;
-            break;
-        case AMQP_FIELD_KIND_I32:
-            v = e->value.value.i32;
-            break;
-        case AMQP_FIELD_KIND_U32:
-            v = e->value.value.u32;
-            break;
-        case AMQP_FIELD_KIND_I64:
-            v = e->value.value.i64;
-            break;
-        case AMQP_FIELD_KIND_U64:
-            v = (int64_t)e->value.value.u64;
-            break;
-        default:
+        if (!mq_field_int(&e->value, &v))
             return 1;
-        }
         return v >= 1 && v <= 1000 ? (int)v : 1;
     }
     return 1;

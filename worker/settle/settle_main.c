@@ -23,21 +23,12 @@
  */
 #include <signal.h>
 #include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
 
 #include "shared/config.h"
-#include "shared/failpoint.h"
-#include "shared/http/health.h"
-#include "shared/lib/backoff.h"
 #include "shared/lib/log.h"
-#include "shared/lib/metrics.h"
-#include "shared/lib/sig.h"
-#include "shared/pg/db.h"
+#include "shared/program.h"
 #include "worker/settle/bank_sim.h"
 #include "worker/settle/settle.h"
-
-#define STARTUP_WAIT_S 30
 
 static volatile sig_atomic_t stop_requested;
 
@@ -45,8 +36,7 @@ int main(void)
 {
     const gw_config *cfg = config_load_or_exit(CONFIG_NEED_DB | CONFIG_NEED_AMQP);
     bank sim = {0};
-    metrics *registry = NULL;
-    health *h = NULL;
+    program p;
     settle *s = NULL;
     char why[160];
     int rc = 1;
@@ -55,27 +45,16 @@ int main(void)
         fprintf(stderr, "config: BANK_SIM_RULES is invalid: %s\n", why);
         return CONFIG_EX_CONFIG;
     }
-    log_init("payments-worker", cfg->log_level, cfg->log_format);
-    failpoint_init(cfg->failpoints);
-    if (!sig_install_stop(&stop_requested) || !backoff_seed())
-        goto cleanup;
-    if (db_wait_schema(cfg->database_url, "payments-worker", STARTUP_WAIT_S) != GW_OK)
-        goto cleanup;
-    registry = metrics_new();
-    if (registry == NULL || settle_new(cfg, &sim, registry, &s) != GW_OK)
-        goto cleanup;
-    if (health_start(&cfg->metrics_listen, registry, &h) != GW_OK)
-        goto cleanup;
-    settle_set_health(s, h); /* series registered first: the server renders them from now on */
-    log_info("started", "prefetch=%d retry_steps=%d", cfg->worker_prefetch, cfg->retry_steps);
-    settle_run(s, &stop_requested);
-    log_info("stopping", "reason=signal");
-    rc = 0;
-cleanup:
+    if (program_begin(&p, "payments-worker", cfg, &stop_requested) &&
+        settle_new(cfg, &sim, p.registry, &s) == GW_OK && program_serve(&p, cfg)) {
+        settle_set_health(s, p.health); /* series registered first: served from now on */
+        log_info("started", "prefetch=%d retry_steps=%d", cfg->worker_prefetch, cfg->retry_steps);
+        settle_run(s, &stop_requested);
+        log_info("stopping", "reason=signal");
+        rc = 0;
+    }
     settle_free(s);
-    health_stop(h);
-    metrics_free(registry);
+    rc = program_end(&p, rc);
     bank_free(&sim);
-    log_info("stopped", "status=%d", rc);
     return rc;
 }
