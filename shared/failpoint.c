@@ -9,6 +9,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "shared/lib/items.h"
 #include "shared/lib/log.h"
 
 enum fp_action { FP_OFF, FP_EXIT, FP_SLEEP, FP_ERROR };
@@ -46,19 +47,11 @@ static bool parse_long(const char *s, long min, long *out)
     return errno == 0 && end != s && *end == '\0' && *out >= min;
 }
 
-/* Parse one "name=action" of @len chars into @out; false with @why on error. */
-static bool parse_one(const char *s, size_t len, int *idx, struct fp *out, char *why, size_t wlen)
+/* Parse one "name=action" into @out; false with @why on error. */
+static bool parse_one(char *item, int *idx, struct fp *out, char *why, size_t wlen)
 {
-    char item[128];
-    char *eq;
+    char *eq = strchr(item, '=');
 
-    if (len >= sizeof item) {
-        snprintf(why, wlen, "entry too long");
-        return false;
-    }
-    memcpy(item, s, len);
-    item[len] = '\0';
-    eq = strchr(item, '=');
     if (eq == NULL) {
         snprintf(why, wlen, "\"%s\" is not name=action", item);
         return false;
@@ -88,26 +81,26 @@ static bool parse_one(const char *s, size_t len, int *idx, struct fp *out, char 
 
 static bool parse_spec(const char *spec, bool arm, char *why, size_t wlen)
 {
-    const char *p = spec;
+    char item[128];
+    items it;
+    int got;
 
-    while (*p) {
-        const char *semi = strchr(p, ';');
-        size_t len = semi ? (size_t)(semi - p) : strlen(p);
+    items_init(&it, spec, ';');
+    while ((got = items_next(&it, item, sizeof item)) != 0) {
         struct fp one = {0};
         int idx;
 
-        if (len > 0) {
-            if (!parse_one(p, len, &idx, &one, why, wlen))
-                return false;
-            if (arm) {
-                fp_table[idx].action = one.action;
-                fp_table[idx].arg = one.arg;
-                fp_armed = true;
-            }
+        if (got < 0) {
+            snprintf(why, wlen, "entry too long");
+            return false;
         }
-        if (semi == NULL)
-            break;
-        p = semi + 1;
+        if (!parse_one(item, &idx, &one, why, wlen))
+            return false;
+        if (arm) {
+            fp_table[idx].action = one.action;
+            fp_table[idx].arg = one.arg;
+            fp_armed = true;
+        }
     }
     return true;
 }

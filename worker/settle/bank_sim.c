@@ -6,6 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "shared/lib/items.h"
+
 #define MAX_RULES 64
 
 enum behaviour { FAIL_FIRST, DOWN, PERMANENT };
@@ -22,17 +24,10 @@ typedef struct bank_sim {
     int nrules;
 } bank_sim;
 
-static bool parse_rule(const char *s, size_t len, rule *r, char *why, size_t wlen)
+static bool parse_rule(char *item, rule *r, char *why, size_t wlen)
 {
-    char item[96];
     char *slash, *colon, *end;
 
-    if (len >= sizeof item) {
-        snprintf(why, wlen, "rule too long");
-        return false;
-    }
-    memcpy(item, s, len);
-    item[len] = '\0';
     slash = strchr(item, '/');
     colon = slash ? strchr(slash, ':') : NULL;
     if (slash == NULL || colon == NULL || slash == item || colon == slash + 1) {
@@ -105,29 +100,24 @@ static bank_result sim_settle(void *impl, const payment *p, int attempt, char *w
 gw_err bank_sim_new(const char *rules, bank *out, char *why, size_t why_len)
 {
     bank_sim *sim = calloc(1, sizeof *sim);
-    const char *p = rules ? rules : "";
+    char item[96];
+    items it;
+    int got;
 
     if (sim == NULL)
         return GW_ERR_NOMEM;
-    while (*p) {
-        const char *semi = strchr(p, ';');
-        size_t len = semi ? (size_t)(semi - p) : strlen(p);
-
-        if (len > 0) {
-            if (sim->nrules == MAX_RULES) {
-                snprintf(why, why_len, "more than %d rules", MAX_RULES);
-                free(sim);
-                return GW_ERR_INVALID;
-            }
-            if (!parse_rule(p, len, &sim->rules[sim->nrules], why, why_len)) {
-                free(sim);
-                return GW_ERR_INVALID;
-            }
-            sim->nrules++;
+    items_init(&it, rules, ';');
+    while ((got = items_next(&it, item, sizeof item)) != 0) {
+        if (got < 0)
+            snprintf(why, why_len, "rule too long");
+        else if (sim->nrules == MAX_RULES)
+            snprintf(why, why_len, "more than %d rules", MAX_RULES);
+        if (got < 0 || sim->nrules == MAX_RULES ||
+            !parse_rule(item, &sim->rules[sim->nrules], why, why_len)) {
+            free(sim);
+            return GW_ERR_INVALID;
         }
-        if (semi == NULL)
-            break;
-        p = semi + 1;
+        sim->nrules++;
     }
     out->impl = sim;
     out->settle = sim_settle;
