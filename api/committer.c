@@ -58,21 +58,14 @@ typedef struct worker_arg {
     int i;
 } worker_arg;
 
-static bool outcome_parse(const char *s, accept_outcome *out)
-{
-    static const char *const names[] = {
-        [OUTCOME_ACCEPTED] = "accepted",
-        [OUTCOME_REPLAY] = "replay",
-        [OUTCOME_KEY_REUSED] = "key_reused",
-        [OUTCOME_IN_FLIGHT] = "in_flight",
-        [OUTCOME_PAYMENT_DECIDED] = "payment_decided",
-    };
-    int i = names_find(names, NAMES_COUNT(names), s);
-
-    if (i >= 0)
-        *out = (accept_outcome)i;
-    return i >= 0;
-}
+/* accept_batch()'s outcome column, by outcome. */
+static const char *const outcome_names[] = {
+    [OUTCOME_ACCEPTED] = "accepted",
+    [OUTCOME_REPLAY] = "replay",
+    [OUTCOME_KEY_REUSED] = "key_reused",
+    [OUTCOME_IN_FLIGHT] = "in_flight",
+    [OUTCOME_PAYMENT_DECIDED] = "payment_decided",
+};
 
 static json_t *job_json(const accept_job *j)
 {
@@ -122,10 +115,13 @@ static gw_err try_batch(db_conn *db, accept_job **jobs, int n)
     for (int row = 0; row < n; row++) {
         int i = atoi(PQgetvalue(res, row, 0));
 
-        if (i < 0 || i >= n || !outcome_parse(PQgetvalue(res, row, 1), &jobs[i]->outcome)) {
+        int outcome = NAMES_FIND(outcome_names, PQgetvalue(res, row, 1));
+
+        if (i < 0 || i >= n || outcome < 0) {
             err = GW_ERR_DB;
             goto rollback;
         }
+        jobs[i]->outcome = (accept_outcome)outcome;
         snprintf(jobs[i]->answer, sizeof jobs[i]->answer, "%s", PQgetvalue(res, row, 2));
     }
     if ((err = failpoint_hit("api.before_commit")) != GW_OK)

@@ -57,7 +57,7 @@ static const char *const fixed_paths[] = {
 
 static route route_of(const char *path, char *id)
 {
-    int fixed = names_find(fixed_paths, NAMES_COUNT(fixed_paths), path);
+    int fixed = NAMES_FIND(fixed_paths, path);
 
     if (fixed >= 0)
         return (route)fixed;

@@ -12,4 +12,7 @@ int names_find(const char *const *names, size_t n, const char *s);
 
 #define NAMES_COUNT(a) (sizeof(a) / sizeof((a)[0]))
 
+/* NAMES_FIND - names_find() over a whole array. */
+#define NAMES_FIND(a, s) names_find((a), NAMES_COUNT(a), (s))
+
 #endif

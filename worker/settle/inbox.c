@@ -91,19 +91,13 @@ gw_err inbox_seen_many(db_conn *db, const inbox_item *items, int n, bool *seen)
     return err;
 }
 
-static inbox_outcome outcome_of(const char *s, bool *failed)
-{
-    static const char *const names[] = {
-        [INBOX_SETTLED] = "settled",
-        [INBOX_DUPLICATE] = "duplicate",
-        [INBOX_TERMINAL] = "terminal",
-        [INBOX_UNKNOWN] = "unknown_payment",
-    };
-    int i = names_find(names, NAMES_COUNT(names), s);
-
-    *failed = i < 0;
-    return i < 0 ? INBOX_UNKNOWN : (inbox_outcome)i;
-}
+/* settle_batch()'s outcome column, by outcome. */
+static const char *const outcome_names[] = {
+    [INBOX_SETTLED] = "settled",
+    [INBOX_DUPLICATE] = "duplicate",
+    [INBOX_TERMINAL] = "terminal",
+    [INBOX_UNKNOWN] = "unknown_payment",
+};
 
 /* One transaction for @items[order[0..n-1]]: on any error nothing is committed. */
 static gw_err try_settle(db_conn *db, inbox_item *items, const int *order, int n)
@@ -126,7 +120,7 @@ static gw_err try_settle(db_conn *db, inbox_item *items, const int *order, int n
     if ((err = db_begin_batch(db, "settle_batch", text, n, &res)) != GW_OK)
         goto out;
     for (int row = 0; row < n; row++) {
-        int k = atoi(PQgetvalue(res, row, 0));
+        int k = atoi(PQgetvalue(res, row, 0)), outcome;
         inbox_item *it;
 
         if (k < 0 || k >= n) {
@@ -134,7 +128,9 @@ static gw_err try_settle(db_conn *db, inbox_item *items, const int *order, int n
             goto rollback;
         }
         it = &items[order[k]];
-        it->outcome = outcome_of(PQgetvalue(res, row, 1), &it->failed);
+        outcome = NAMES_FIND(outcome_names, PQgetvalue(res, row, 1));
+        it->failed = outcome < 0; /* an outcome this build does not know: requeued */
+        it->outcome = outcome < 0 ? INBOX_UNKNOWN : (inbox_outcome)outcome;
         it->accept_to_settle_s = PQgetisnull(res, row, 2) ? 0 : atof(PQgetvalue(res, row, 2));
     }
     if ((err = failpoint_hit("worker.before_commit")) != GW_OK)
