@@ -4,7 +4,7 @@
 -- table does not list matches no row: the writer's statement does nothing and
 -- succeeds, so no program retries it. The accept only INSERTs 'accepted' (no move).
 --
--- The table is CONTRACT section 1: accepted -> published|unroutable -> retrying ->
+-- The table is docs/architecture.md, "Status": accepted -> published|unroutable -> retrying ->
 -- settled|dead_lettered. A status may skip ahead (the worker can settle, retry or
 -- dead-letter a payment whose 'published' mark the relay has not committed yet),
 -- never go back, and never move sideways (published <-> unroutable, settled <->

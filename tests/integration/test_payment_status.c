@@ -1,7 +1,7 @@
 /*
  * tests/integration/test_payment_status.c - a payment's status has one owner
  *
- * CONTRACT section 1: accepted -> published|unroutable -> retrying ->
+ * docs/architecture.md, "Status": accepted -> published|unroutable -> retrying ->
  * settled|dead_lettered; a replay from the DLQ may move dead_lettered back to
  * published; a late writer never regresses it. The table below is written here
  * from that sentence, not copied from sql/0013.
