@@ -13,22 +13,6 @@
 
 #define PAYMENTS_PATH "/v1/payments"
 
-typedef enum route {
-    ROUTE_NONE,
-    ROUTE_HEALTHZ,
-    ROUTE_READYZ,
-    ROUTE_METRICS,
-    ROUTE_PAYMENTS,    /* /v1/payments */
-    ROUTE_PAYMENT,     /* /v1/payments/{payment_id} */
-    ROUTE_DLQ_DRAIN,   /* /admin/dlq/drain */
-    ROUTE_DLQ_LIST,    /* /admin/dlq */
-    ROUTE_DLQ_ONE,     /* /admin/dlq/{id} */
-    ROUTE_DLQ_REPLAY,  /* /admin/dlq/{id}/replay */
-    ROUTE_RECONCILE,   /* /admin/reconciliation */
-    ROUTE_ADMIN_OTHER, /* /admin/... anything else */
-    ROUTE_V1_OTHER,
-} route;
-
 /* "/admin/dlq/{id}" or "/admin/dlq/{id}/replay": the id into @id (size 24) */
 static route dlq_route(const char *rest, char *id)
 {
@@ -55,7 +39,7 @@ static const char *const fixed_paths[] = {
     [ROUTE_RECONCILE] = "/admin/reconciliation",
 };
 
-static route route_of(const char *path, char *id)
+route routes_match(const char *path, char *id)
 {
     int fixed = NAMES_FIND(fixed_paths, path);
 
@@ -141,7 +125,7 @@ bool routes_early(void *arg, http_request *r)
     api_app *app = arg;
     api_metrics *m = app->payments.metrics;
     char id[24];
-    route rt = route_of(http_request_path(r), id);
+    route rt = routes_match(http_request_path(r), id);
     const char *token = route_token(app, rt);
     const char *method = route_method(rt);
     const char *cl;
@@ -222,7 +206,7 @@ void routes_handle(void *arg, http_request *r)
     const char *path = http_request_path(r);
     char id[24];
 
-    switch (route_of(path, id)) {
+    switch (routes_match(path, id)) {
     case ROUTE_HEALTHZ:
         reply_health(r, 200, "ok");
         return;
