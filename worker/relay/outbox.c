@@ -89,20 +89,19 @@ outbox_row *outbox_batch_row(outbox_batch *b, size_t i)
     return &b->rows[i];
 }
 
-/* "{1,2,3}" of the ids whose fate is @fate; NULL when none (or OOM: then *@oom). */
-static char *id_array(const outbox_batch *b, outbox_fate fate, bool *oom)
+char *outbox_id_array(const outbox_row *rows, size_t n, outbox_fate fate, bool *oom)
 {
-    size_t cap = 3 + b->n * 21, len = 0;
+    size_t cap = 3 + n * 21, len = 0; /* an int64 is at most 20 characters, and a comma */
     char *s = malloc(cap);
 
     *oom = s == NULL;
     if (s == NULL)
         return NULL;
     s[len++] = '{';
-    for (size_t i = 0; i < b->n; i++)
-        if (b->rows[i].fate == fate)
-            len += (size_t)snprintf(s + len, cap - len, "%s%" PRId64, len > 1 ? "," : "",
-                                    b->rows[i].id);
+    for (size_t i = 0; i < n; i++)
+        if (rows[i].fate == fate)
+            len +=
+                (size_t)snprintf(s + len, cap - len, "%s%" PRId64, len > 1 ? "," : "", rows[i].id);
     if (len == 1) {
         free(s);
         return NULL;
@@ -128,14 +127,14 @@ gw_err outbox_mark(db_conn *db, const outbox_batch *b)
     bool oom = false;
     gw_err err = GW_OK;
 
-    ids = id_array(b, OUTBOX_CONFIRMED, &oom);
+    ids = outbox_id_array(b->rows, b->n, OUTBOX_CONFIRMED, &oom);
     if (ids != NULL)
         err = exec_ids(db, "outbox_published", ids, NULL);
     free(ids);
     if (err != GW_OK || oom)
         return oom ? GW_ERR_NOMEM : err;
 
-    ids = id_array(b, OUTBOX_NACKED, &oom);
+    ids = outbox_id_array(b->rows, b->n, OUTBOX_NACKED, &oom);
     if (ids != NULL)
         err = exec_ids(db, "outbox_nacked", ids, "not confirmed by the broker");
     free(ids);

@@ -33,6 +33,13 @@ typedef struct outbox_row {
 
 typedef struct outbox_batch outbox_batch;
 
+/*
+ * outbox_id_array - the ids of @rows whose fate is @fate as a PostgreSQL array
+ * literal "{1,2,3}" (new string, free()): the marks update a whole fate in
+ * one statement. NULL when none has it, or on OOM (then *@oom).
+ */
+char *outbox_id_array(const outbox_row *rows, size_t n, outbox_fate fate, bool *oom);
+
 /* The statements a relay connection prepares. */
 extern const db_stmt outbox_stmts[];
 extern const size_t outbox_nstmts;
