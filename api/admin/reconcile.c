@@ -41,7 +41,9 @@ static const check checks[] = {
      " AND p.settled_at > now() - make_interval(days => $1::int)) LIMIT 21",
      PARAM_INBOX_DAYS},
     {"no_stale_accepted", "no payment stays accepted (unpublished) longer than RELAY_SLO_SECONDS",
-     RECONCILE_STALE_ACCEPTED_SQL, PARAM_SLO_SECONDS},
+     "SELECT payment_id FROM payments WHERE status = 'accepted' "
+     "AND created_at < now() - make_interval(secs => $1::int) ORDER BY created_at LIMIT 21",
+     PARAM_SLO_SECONDS},
 };
 
 static json_t *totals(PGresult *res)

@@ -15,14 +15,6 @@
  * and the settled set agree (within the inbox retention); no payment is still
  * accepted after RELAY_SLO_SECONDS. Read in one REPEATABLE READ snapshot.
  */
-/*
- * The check that looks for a handful of rows in the whole table: it must find them through
- * the partial index of sql/0014 (tests/integration/test_reconcile_index.c holds it to that).
- */
-#define RECONCILE_STALE_ACCEPTED_SQL                                                               \
-    "SELECT payment_id FROM payments WHERE status = 'accepted' "                                   \
-    "AND created_at < now() - make_interval(secs => $1::int) ORDER BY created_at LIMIT 21"
-
 void reconcile_report(const gw_config *cfg, db_pool *pool, api_metrics *m, http_request *r);
 
 #endif
