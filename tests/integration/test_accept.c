@@ -920,33 +920,35 @@ static void test_backpressure(void)
     tdb_drop(bdb);
 }
 
+/* the tests that share one API */
+static void with_api(void)
+{
+    TRUN(test_accept_and_replay);
+    TRUN(test_key_reused);
+    TRUN(test_payment_already_decided);
+    TRUN(test_malformed);
+    TRUN(test_media_type);
+    TRUN(test_too_large);
+    TRUN(test_too_large_without_expect);
+    TRUN(test_size_boundary);
+    TRUN(test_validation_errors);
+    TRUN(test_boundaries_are_storable);
+    TRUN(test_idempotency_key_header);
+    TRUN(test_authentication);
+    TRUN(test_not_found_and_method);
+    TRUN(test_get_payment);
+    TRUN(test_outbox_row);
+    TRUN(test_health_and_metrics);
+}
+
+static void run(void)
+{
+    tapi_with(&api, "accept-api", db, with_api);
+    TRUN(test_request_in_flight); /* these start APIs of their own */
+    TRUN(test_backpressure);
+}
+
 int main(void)
 {
-    int rc = tapi_test_init(&db);
-
-    if (rc != 0)
-        return rc == 77 ? 77 : tcheck_summary("test_accept");
-    if (CHECK(tapi_start(&api, "accept-api", tdb_url(db), NULL))) {
-        TRUN(test_accept_and_replay);
-        TRUN(test_key_reused);
-        TRUN(test_payment_already_decided);
-        TRUN(test_malformed);
-        TRUN(test_media_type);
-        TRUN(test_too_large);
-        TRUN(test_too_large_without_expect);
-        TRUN(test_size_boundary);
-        TRUN(test_validation_errors);
-        TRUN(test_boundaries_are_storable);
-        TRUN(test_idempotency_key_header);
-        TRUN(test_authentication);
-        TRUN(test_not_found_and_method);
-        TRUN(test_get_payment);
-        TRUN(test_outbox_row);
-        TRUN(test_health_and_metrics);
-        tapi_stop(&api);
-    }
-    TRUN(test_request_in_flight);
-    TRUN(test_backpressure);
-    tapi_test_cleanup(db);
-    return tcheck_summary("test_accept");
+    return tapi_main("test_accept", &db, run);
 }

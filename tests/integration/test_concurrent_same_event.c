@@ -202,18 +202,19 @@ static void test_distinct_events(void)
     }
 }
 
+static void tests(void)
+{
+    TRUN(test_same_event);
+    TRUN(test_same_payment_many_events);
+    TRUN(test_distinct_events);
+}
+
+static void run(void)
+{
+    tapi_with(&api, "concurrent-api", db, tests);
+}
+
 int main(void)
 {
-    int rc = tapi_test_init(&db);
-
-    if (rc != 0)
-        return rc == 77 ? 77 : tcheck_summary("test_concurrent_same_event");
-    if (CHECK(tapi_start(&api, "concurrent-api", tdb_url(db), NULL))) {
-        TRUN(test_same_event);
-        TRUN(test_same_payment_many_events);
-        TRUN(test_distinct_events);
-        tapi_stop(&api);
-    }
-    tapi_test_cleanup(db);
-    return tcheck_summary("test_concurrent_same_event");
+    return tapi_main("test_concurrent_same_event", &db, run);
 }

@@ -242,22 +242,23 @@ static void test_unique_violation_is_definite(void)
     CHECK(tproc_log_contains(api.proc, "outbox_event_id_key"));
 }
 
+static void tests(void)
+{
+    TRUN(test_accept_then_expire);
+    TRUN(test_same_content_is_replay);
+    TRUN(test_other_payment_id_is_key_reused);
+    TRUN(test_other_content_is_key_reused);
+    TRUN(test_row_without_fingerprint);
+    TRUN(test_unexpired_and_decided_unchanged);
+    TRUN(test_unique_violation_is_definite);
+}
+
+static void run(void)
+{
+    tapi_with(&api, "expiry-api", db, tests);
+}
+
 int main(void)
 {
-    int rc = tapi_test_init(&db);
-
-    if (rc != 0)
-        return rc == 77 ? 77 : tcheck_summary("test_event_after_expiry");
-    if (CHECK(tapi_start(&api, "expiry-api", tdb_url(db), NULL))) {
-        TRUN(test_accept_then_expire);
-        TRUN(test_same_content_is_replay);
-        TRUN(test_other_payment_id_is_key_reused);
-        TRUN(test_other_content_is_key_reused);
-        TRUN(test_row_without_fingerprint);
-        TRUN(test_unexpired_and_decided_unchanged);
-        TRUN(test_unique_violation_is_definite);
-        tapi_stop(&api);
-    }
-    tapi_test_cleanup(db);
-    return tcheck_summary("test_event_after_expiry");
+    return tapi_main("test_event_after_expiry", &db, run);
 }

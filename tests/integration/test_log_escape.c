@@ -81,14 +81,13 @@ static void test_json(void)
     run(true);
 }
 
-int main(void)
+static void run_all(void)
 {
-    int rc = tapi_test_init(&db);
-
-    if (rc != 0)
-        return rc == 77 ? 77 : tcheck_summary("test_log_escape");
     TRUN(test_text);
     TRUN(test_json);
-    tapi_test_cleanup(db);
-    return tcheck_summary("test_log_escape");
+}
+
+int main(void)
+{
+    return tapi_main("test_log_escape", &db, run_all);
 }

@@ -105,14 +105,13 @@ static void test_crash_after_commit_then_replay(void)
     free(body);
 }
 
-int main(void)
+static void run(void)
 {
-    int rc = tapi_test_init(&db);
-
-    if (rc != 0)
-        return rc == 77 ? 77 : tcheck_summary("test_no_commit_no_202");
     TRUN(test_failed_commit_is_503);
     TRUN(test_crash_after_commit_then_replay);
-    tapi_test_cleanup(db);
-    return tcheck_summary("test_no_commit_no_202");
+}
+
+int main(void)
+{
+    return tapi_main("test_no_commit_no_202", &db, run);
 }

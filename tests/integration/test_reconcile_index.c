@@ -14,19 +14,13 @@
 #include "tests/support/tcheck.h"
 #include "tests/support/tdb.h"
 
-int main(void)
+static tdb *db;
+
+static void run(void)
 {
     const char *q = RECONCILE_STALE_ACCEPTED_SQL, *p;
     char sql[512], *plan;
-    tdb *db;
 
-    if (tdb_admin_url() == NULL) {
-        printf("SKIP: GW_TEST_PG_URL is not set\n");
-        return 77;
-    }
-    db = tdb_create(true);
-    if (!CHECK(db != NULL))
-        return tcheck_summary("test_reconcile_index");
     CHECK(tdb_exec(db,
                    "INSERT INTO payments (payment_id, event_id, method, decision, amount_cents, "
                    "currency, payee_bank, payee_account, status, created_at) "
@@ -48,6 +42,9 @@ int main(void)
         free(plan);
     }
     CHECK_INT(tdb_long(db, "SELECT count(*) FROM payments WHERE status = 'accepted'", NULL), 10);
-    tdb_drop(db);
-    return tcheck_summary("test_reconcile_index");
+}
+
+int main(void)
+{
+    return tdb_main("test_reconcile_index", true, &db, run);
 }

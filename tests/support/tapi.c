@@ -50,6 +50,20 @@ void tapi_test_cleanup(tdb *db)
     thttp_global_cleanup();
 }
 
+int tapi_main(const char *name, tdb **db, void (*run)(void))
+{
+    int rc = tapi_test_init(db);
+
+    if (rc == 77)
+        return 77;
+    if (rc == 0) {
+        run();
+        tapi_test_cleanup(*db);
+        *db = NULL;
+    }
+    return tcheck_summary(name);
+}
+
 const char *tapi_amqp_url(void)
 {
     const char *u = getenv("GW_TEST_AMQP_URL");
@@ -108,6 +122,14 @@ bool tapi_start(tapi *a, const char *label, const char *db_url, const char *cons
     snprintf(a->url, sizeof a->url, "http://127.0.0.1:%d", a->port);
     a->failures_at_start = tcheck_failures();
     return true;
+}
+
+void tapi_with(tapi *a, const char *label, const tdb *db, void (*run)(void))
+{
+    if (CHECK(tapi_start(a, label, tdb_url(db), NULL))) {
+        run();
+        tapi_stop(a);
+    }
 }
 
 int tapi_stop(tapi *a)

@@ -36,6 +36,13 @@ const char *tapi_bin(void);
 int tapi_test_init(tdb **db);
 void tapi_test_cleanup(tdb *db);
 
+/*
+ * tapi_main - the whole main() of a test of payments-api: tapi_test_init(@db),
+ * @run when ready, tapi_test_cleanup(); 77 when skipped, else the summary of
+ * @name (a database that could not be made is a failure).
+ */
+int tapi_main(const char *name, tdb **db, void (*run)(void));
+
 /* tapi_amqp_url - $GW_TEST_AMQP_URL or TAPI_DEFAULT_AMQP_URL; the API only checks its syntax. */
 const char *tapi_amqp_url(void);
 
@@ -52,6 +59,12 @@ const char **tapi_env(const char *db_url, const char *const *extra);
  * (15 s) for its listening port. False (after printing the log tail) on failure.
  */
 bool tapi_start(tapi *a, const char *label, const char *db_url, const char *const *extra);
+
+/*
+ * tapi_with - tapi_start(@a, @label) on @db with no extra environment
+ * (CHECKed), @run when it started, then tapi_stop(@a).
+ */
+void tapi_with(tapi *a, const char *label, const tdb *db, void (*run)(void));
 
 /*
  * tapi_stop - SIGTERM and wait (12 s); checks the exit status is 0 (a graceful
