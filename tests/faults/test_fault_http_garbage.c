@@ -573,8 +573,9 @@ static void healthy_after(void)
     CHECK_INT(tproc_log_count(tf_proc(&w, TF_API), "event=http_no_answer"), 0);
 }
 
-static void run(uint64_t seed)
+static void run(void)
 {
+    uint64_t seed = tf_seed(w.e.name);
     pid_t pid;
 
     tf_rng_init(&rng, seed);
@@ -597,12 +598,5 @@ static void run(uint64_t seed)
 
 int main(void)
 {
-    int rc = tf_init(&w, "fault-http-garbage");
-
-    if (rc == 0)
-        run(tf_seed("fault-http-garbage"));
-    else if (rc != 77)
-        FAIL("the fixture could not be set up");
-    tf_cleanup(&w);
-    return rc == 77 ? 77 : tcheck_summary("test_fault_http_garbage");
+    return tf_main(&w, "fault-http-garbage", "test_fault_http_garbage", run);
 }
