@@ -153,21 +153,11 @@ static void auth_and_query_rules(void)
     }
     tcheck_context_clear();
 
-    tadm_call(&api, "POST", "/admin/dlq/drain", NULL, &r);
-    CHECK_PROBLEM(&r, 401, "unauthorized");
-    CHECK_STR(thttp_header(&r, "WWW-Authenticate"), "Bearer");
-    thttp_resp_free(&r);
-    tadm_call(&api, "POST", "/admin/dlq/drain", TAPI_TOKEN, &r);
-    CHECK_PROBLEM(&r, 401, "unauthorized");
-    CHECK_STR(thttp_header(&r, "WWW-Authenticate"), "Bearer");
-    thttp_resp_free(&r);
-    tadm_call(&api, "POST", "/admin/dlq/drain", "not-the-admin-token-at-all", &r);
-    CHECK_PROBLEM(&r, 401, "unauthorized");
-    thttp_resp_free(&r);
+    CHECK_UNAUTHORIZED(&api, "POST", "/admin/dlq/drain", NULL, true);
+    CHECK_UNAUTHORIZED(&api, "POST", "/admin/dlq/drain", TAPI_TOKEN, true);
+    CHECK_UNAUTHORIZED(&api, "POST", "/admin/dlq/drain", "not-the-admin-token-at-all", false);
     /* the admin token does not open the payments API */
-    tadm_call(&api, "GET", "/v1/payments/pay-zero", TAPI_ADMIN_TOKEN, &r);
-    CHECK_PROBLEM(&r, 401, "unauthorized");
-    thttp_resp_free(&r);
+    CHECK_UNAUTHORIZED(&api, "GET", "/v1/payments/pay-zero", TAPI_ADMIN_TOKEN, false);
     /* the drain takes POST only */
     tadm_admin(&api, "GET", "/admin/dlq/drain", &r);
     CHECK_PROBLEM(&r, 405, "method-not-allowed");
@@ -336,19 +326,16 @@ static void drain_poison(void)
     free(b64_bin);
 }
 
-static void run(void)
+static void tests(void)
 {
-    const char *worker_env[] = {"BANK_SIM_RULES=237/*:down", NULL};
-
-    if (CHECK(tadm_all_start(&t, &relay, &worker, &api, worker_env))) {
-        TRUN(auth_and_query_rules);
-        TRUN(drain_payments);
-        TRUN(drain_poison);
-    }
-    tadm_all_stop(&relay, &worker, &api);
+    TRUN(auth_and_query_rules);
+    TRUN(drain_payments);
+    TRUN(drain_poison);
 }
 
 int main(void)
 {
-    return te2e_main("admin_drain", &t, run);
+    static const char *const worker_env[] = {TADM_BANK_237_DOWN, NULL};
+
+    return tadm_main("admin_drain", &t, &relay, &worker, &api, worker_env, tests);
 }

@@ -385,32 +385,27 @@ static void unknown_ids(void)
     }
     tcheck_context_clear();
     snprintf(path, sizeof path, "/admin/dlq/%lld/replay", id_zero2);
-    tadm_call(&api, "POST", path, TAPI_TOKEN, &r);
-    CHECK_PROBLEM(&r, 401, "unauthorized");
-    thttp_resp_free(&r);
+    CHECK_UNAUTHORIZED(&api, "POST", path, TAPI_TOKEN, false);
     tadm_admin(&api, "GET", path, &r);
     CHECK_PROBLEM(&r, 405, "method-not-allowed");
     CHECK_STR(thttp_header(&r, "Allow"), "POST");
     thttp_resp_free(&r);
 }
 
-static void run(void)
+static void tests(void)
 {
-    const char *worker_env[] = {"BANK_SIM_RULES=237/*:down", NULL};
-
-    if (CHECK(tadm_all_start(&t, &relay, &worker, &api, worker_env))) {
-        TRUN(make_letters);
-        TRUN(replay_when_the_cause_is_gone);
-        TRUN(replay_window);
-        TRUN(replay_twice_at_once_then_dead_again);
-        TRUN(replay_fails_again_within_a_second);
-        TRUN(replay_with_the_worker_running);
-        TRUN(unknown_ids);
-    }
-    tadm_all_stop(&relay, &worker, &api);
+    TRUN(make_letters);
+    TRUN(replay_when_the_cause_is_gone);
+    TRUN(replay_window);
+    TRUN(replay_twice_at_once_then_dead_again);
+    TRUN(replay_fails_again_within_a_second);
+    TRUN(replay_with_the_worker_running);
+    TRUN(unknown_ids);
 }
 
 int main(void)
 {
-    return te2e_main("admin_replay", &t, run);
+    static const char *const worker_env[] = {TADM_BANK_237_DOWN, NULL};
+
+    return tadm_main("admin_replay", &t, &relay, &worker, &api, worker_env, tests);
 }

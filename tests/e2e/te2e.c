@@ -70,13 +70,31 @@ int te2e_init(te2e *e, const char *name)
     return 0;
 }
 
+struct plain_run {
+    void (*run)(void);
+};
+
+static void plain_run(void *arg)
+{
+    const struct plain_run *p = arg;
+
+    p->run();
+}
+
 int te2e_main(const char *name, te2e *e, void (*run)(void))
+{
+    struct plain_run p = {run};
+
+    return te2e_main_arg(name, e, plain_run, &p);
+}
+
+int te2e_main_arg(const char *name, te2e *e, void (*run)(void *arg), void *arg)
 {
     char summary[128];
     int rc = te2e_init(e, name);
 
     if (rc == 0)
-        run();
+        run(arg);
     else if (rc != 77)
         FAIL("the fixture could not be set up");
     te2e_cleanup(e);

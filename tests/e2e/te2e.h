@@ -35,6 +35,8 @@ void te2e_cleanup(te2e *e);
  * of "test_@name" (a fixture that could not be set up is a failure).
  */
 int te2e_main(const char *name, te2e *e, void (*run)(void));
+/* te2e_main_arg - te2e_main() with @run(@arg). */
+int te2e_main_arg(const char *name, te2e *e, void (*run)(void *arg), void *arg);
 
 /* The programs under test. */
 typedef enum tprog_kind { TPROG_RELAY, TPROG_WORKER } tprog_kind;
