@@ -203,20 +203,36 @@ static void test_malformed(void)
         "{\"event_id\":\"evt-dup2\",\"payment_id\":\"p-dup2\",\"method\":\"pix\","
         "\"decision\":\"approved\",\"amount_cents\":100,\"currency\":\"BRL\","
         "\"payee\":{\"bank\":\"001\",\"bank\":\"002\",\"account\":\"1\"}}";
+    static const struct {
+        const char *what, *body;
+    } bad[] = {
+        {"not JSON", "hello"},
+        {"truncated JSON", "{\"event_id\":"},
+        {"empty body", ""},
+        {"an empty array", "[]"},
+        {"a string", "\"evt\""},
+        {"a number", "42"},
+        {"null", "null"},
+        {"duplicate keys", dup},
+        {"duplicate nested keys", nested_dup},
+        {"trailing garbage", "{} {}"},
+    };
+    /* a payer name of these bytes; nul: its X becomes a raw NUL byte inside the string */
+    static const struct {
+        const char *what, *event_id, *name;
+        bool nul;
+    } names[] = {
+        {"invalid UTF-8", "evt-utf8", "Jo\xc3\x28o", false},
+        {"overlong UTF-8", "evt-overlong", "\xc0\xaf", false},
+        {"an escaped U+0000", "evt-u0000", "Maria\\u0000Silva", false},
+        {"a raw NUL byte", "evt-nul", "MariaXSilva", true},
+    };
     char *body, *array;
     size_t len;
 
-    expect_refused("not JSON", "hello", 5, NULL, 400, "malformed-request");
-    expect_refused("truncated JSON", "{\"event_id\":", 12, NULL, 400, "malformed-request");
-    expect_refused("empty body", "", 0, NULL, 400, "malformed-request");
-    expect_refused("an empty array", "[]", 2, NULL, 400, "malformed-request");
-    expect_refused("a string", "\"evt\"", 5, NULL, 400, "malformed-request");
-    expect_refused("a number", "42", 2, NULL, 400, "malformed-request");
-    expect_refused("null", "null", 4, NULL, 400, "malformed-request");
-    expect_refused("duplicate keys", dup, strlen(dup), NULL, 400, "malformed-request");
-    expect_refused("duplicate nested keys", nested_dup, strlen(nested_dup), NULL, 400,
-                   "malformed-request");
-    expect_refused("trailing garbage", "{} {}", 5, NULL, 400, "malformed-request");
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+        expect_refused(bad[i].what, bad[i].body, strlen(bad[i].body), NULL, 400,
+                       "malformed-request");
 
     body = tapi_payment("evt-arr", "pay-arr");
     array = malloc(strlen(body) + 3);
@@ -225,19 +241,13 @@ static void test_malformed(void)
     free(array);
     free(body);
 
-    body = with_raw_name("evt-utf8", "Jo\xc3\x28o", &len);
-    expect_refused("invalid UTF-8", body, len, NULL, 400, "malformed-request");
-    free(body);
-    body = with_raw_name("evt-overlong", "\xc0\xaf", &len);
-    expect_refused("overlong UTF-8", body, len, NULL, 400, "malformed-request");
-    free(body);
-    body = with_raw_name("evt-u0000", "Maria\\u0000Silva", &len);
-    expect_refused("an escaped U+0000", body, len, NULL, 400, "malformed-request");
-    free(body);
-    body = with_raw_name("evt-nul", "MariaXSilva", &len);
-    *strchr(body, 'X') = '\0'; /* a raw NUL byte inside the string */
-    expect_refused("a raw NUL byte", body, len, NULL, 400, "malformed-request");
-    free(body);
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        body = with_raw_name(names[i].event_id, names[i].name, &len);
+        if (names[i].nul)
+            *strchr(body, 'X') = '\0';
+        expect_refused(names[i].what, body, len, NULL, 400, "malformed-request");
+        free(body);
+    }
     {
         char deep[64] = "";
         for (int i = 0; i < 17; i++)
