@@ -178,23 +178,45 @@ static void test_ids(void)
     free(s65);
 }
 
+/* A value of one member as JSON text (NULL: the member removed), and what it is. */
+typedef struct member_value {
+    const char *json, *what;
+} member_value;
+
+/*
+ * expect_member - valid() with top-level member @key set to each of @good
+ * passes, and to each of @bad fails at "/@key" (both end at a NULL what).
+ */
+static void expect_member(const char *key, const member_value *good, const member_value *bad)
+{
+    char pointer[64];
+
+    snprintf(pointer, sizeof pointer, "/%s", key);
+    for (; good->what != NULL; good++)
+        expect_ok(with(NULL, key, json_loads(good->json, JSON_DECODE_ANY, NULL)), good->what);
+    for (; bad->what != NULL; bad++)
+        expect_error(bad->json ? with(NULL, key, json_loads(bad->json, JSON_DECODE_ANY, NULL))
+                               : without(NULL, key),
+                     pointer, bad->what);
+}
+
 static void test_method_and_decision(void)
 {
-    expect_ok(with(NULL, "method", json_string("pix")), "pix");
-    expect_ok(with(NULL, "method", json_string("ted")), "ted");
-    expect_ok(with(NULL, "method", json_string("card")), "card");
-    expect_error(with(NULL, "method", json_string("PIX")), "/method", "upper case");
-    expect_error(with(NULL, "method", json_string("boleto")), "/method", "unknown method");
-    expect_error(with(NULL, "method", json_string("")), "/method", "empty method");
-    expect_error(with(NULL, "method", json_integer(1)), "/method", "a number");
-    expect_error(without(NULL, "method"), "/method", "missing method");
+    static const member_value method_ok[] = {
+        {"\"pix\"", "pix"}, {"\"ted\"", "ted"}, {"\"card\"", "card"}, {0}};
+    static const member_value method_bad[] = {
+        {"\"PIX\"", "upper case"}, {"\"boleto\"", "unknown method"}, {"\"\"", "empty method"},
+        {"1", "a number"},         {NULL, "missing method"},         {0}};
+    static const member_value decision_ok[] = {
+        {"\"approved\"", "approved"}, {"\"refused\"", "refused"}, {0}};
+    static const member_value decision_bad[] = {{"\"approve\"", "approve"},
+                                                {"\"Approved\"", "capitalised"},
+                                                {"true", "a boolean"},
+                                                {NULL, "missing decision"},
+                                                {0}};
 
-    expect_ok(with(NULL, "decision", json_string("approved")), "approved");
-    expect_ok(with(NULL, "decision", json_string("refused")), "refused");
-    expect_error(with(NULL, "decision", json_string("approve")), "/decision", "approve");
-    expect_error(with(NULL, "decision", json_string("Approved")), "/decision", "capitalised");
-    expect_error(with(NULL, "decision", json_true()), "/decision", "a boolean");
-    expect_error(without(NULL, "decision"), "/decision", "missing decision");
+    expect_member("method", method_ok, method_bad);
+    expect_member("decision", decision_ok, decision_bad);
 }
 
 static void test_amount(void)
@@ -203,16 +225,16 @@ static void test_amount(void)
     field_errors errs;
     json_t *root;
 
-    expect_ok(with(NULL, "amount_cents", json_integer(0)), "0");
-    expect_ok(with(NULL, "amount_cents", json_integer(1)), "1");
-    expect_ok(with(NULL, "amount_cents", json_integer(10000000000000LL)), "10^13");
-    expect_error(with(NULL, "amount_cents", json_integer(10000000000001LL)), "/amount_cents",
-                 "10^13 + 1");
-    expect_error(with(NULL, "amount_cents", json_integer(-1)), "/amount_cents", "-1");
-    expect_error(with(NULL, "amount_cents", json_string("150")), "/amount_cents", "\"150\"");
-    expect_error(with(NULL, "amount_cents", json_null()), "/amount_cents", "null");
-    expect_error(with(NULL, "amount_cents", json_true()), "/amount_cents", "true");
-    expect_error(without(NULL, "amount_cents"), "/amount_cents", "missing");
+    static const member_value good[] = {{"0", "0"}, {"1", "1"}, {"10000000000000", "10^13"}, {0}};
+    static const member_value bad[] = {{"10000000000001", "10^13 + 1"},
+                                       {"-1", "-1"},
+                                       {"\"150\"", "\"150\""},
+                                       {"null", "null"},
+                                       {"true", "true"},
+                                       {NULL, "missing"},
+                                       {0}};
+
+    expect_member("amount_cents", good, bad);
 
     /* from JSON text: the literal decides, not the value */
     expect_error(parse("{\"event_id\":\"e\",\"payment_id\":\"p\",\"method\":\"pix\","
@@ -237,12 +259,12 @@ static void test_amount(void)
 
 static void test_currency(void)
 {
-    expect_ok(with(NULL, "currency", json_string("BRL")), "BRL");
-    expect_error(with(NULL, "currency", json_string("brl")), "/currency", "lower case");
-    expect_error(with(NULL, "currency", json_string("USD")), "/currency", "USD");
-    expect_error(with(NULL, "currency", json_string("")), "/currency", "empty");
-    expect_error(with(NULL, "currency", json_integer(986)), "/currency", "ISO number");
-    expect_error(without(NULL, "currency"), "/currency", "missing");
+    static const member_value good[] = {{"\"BRL\"", "BRL"}, {0}};
+    static const member_value bad[] = {{"\"brl\"", "lower case"}, {"\"USD\"", "USD"},
+                                       {"\"\"", "empty"},         {"986", "ISO number"},
+                                       {NULL, "missing"},         {0}};
+
+    expect_member("currency", good, bad);
 }
 
 static void test_payee(void)
