@@ -183,9 +183,8 @@ static void drain_payments(void)
     if (!tadm_accept(&api, "evt-zero", "pay-zero", "pix", "approved", 0, "001", "1234-5", &zero) ||
         !tadm_accept(&api, "evt-down", "pay-down", "ted", "approved", 4321, "237", "5555-0", &down))
         goto out;
-    CHECK_INT(te2e_wait_long(t.db, "SELECT count(*) FROM payments WHERE status = 'dead_lettered'",
-                             2, WAIT_MS, 25),
-              2);
+    CHECK_WAIT_LONG(t.db, "SELECT count(*) FROM payments WHERE status = 'dead_lettered'", 2,
+                    WAIT_MS, 25);
     CHECK_INT(tadm_wait_depth(&t, TADM_DLQ, 2, WAIT_MS), 2);
     printf("both payments in the DLQ %.2f s after the accepts\n",
            (double)(tproc_now_ms() - t0) / 1000.0);

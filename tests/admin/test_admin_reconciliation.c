@@ -129,15 +129,11 @@ static void flow_then_all_ok(void)
         !tadm_accept(&api, "evt-z", "pay-z", "pix", "approved", 0, "001", "1234-5", NULL) ||
         !tadm_accept(&api, "evt-d", "pay-d", "ted", "approved", 9900, "237", "5555-0", NULL))
         return;
-    CHECK_INT(te2e_wait_long(t.db, "SELECT count(*) FROM payments WHERE status = 'settled'", 3,
-                             WAIT_MS, 25),
-              3);
-    CHECK_INT(te2e_wait_long(t.db, "SELECT count(*) FROM payments WHERE status = 'unroutable'", 2,
-                             WAIT_MS, 25),
-              2);
-    CHECK_INT(te2e_wait_long(t.db, "SELECT count(*) FROM payments WHERE status = 'dead_lettered'",
-                             2, WAIT_MS, 25),
-              2);
+    CHECK_WAIT_LONG(t.db, "SELECT count(*) FROM payments WHERE status = 'settled'", 3, WAIT_MS, 25);
+    CHECK_WAIT_LONG(t.db, "SELECT count(*) FROM payments WHERE status = 'unroutable'", 2, WAIT_MS,
+                    25);
+    CHECK_WAIT_LONG(t.db, "SELECT count(*) FROM payments WHERE status = 'dead_lettered'", 2,
+                    WAIT_MS, 25);
 
     rep = report();
     if (rep == NULL)

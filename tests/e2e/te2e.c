@@ -248,6 +248,12 @@ long long te2e_wait_long(tdb *db, const char *sql, long long want, int timeout_m
     }
 }
 
+bool te2e_check_wait_at(const char *file, int line, tdb *db, const char *sql, long long want,
+                        int timeout_ms, int every_ms)
+{
+    return tcheck_int(file, line, sql, te2e_wait_long(db, sql, want, timeout_ms, every_ms), want);
+}
+
 double te2e_wait_metric(tprog *ps, int n, const char *name, double want, int timeout_ms)
 {
     long long deadline = tproc_now_ms() + timeout_ms;

@@ -107,11 +107,10 @@ static void run(void)
     body = tapi_payment("evt-traced", "pay-traced");
     post(&a, body, trace);
     free(body);
-    CHECK_INT(te2e_wait_long(e.db,
-                             "SELECT count(*) FROM payments WHERE event_id = 'evt-traced' "
-                             "AND status = 'published'",
-                             1, 15000, 2),
-              1);
+    CHECK_WAIT_LONG(e.db,
+                    "SELECT count(*) FROM payments WHERE event_id = 'evt-traced' "
+                    "AND status = 'published'",
+                    1, 15000, 2);
     printf("accept to published: %lld ms\n", tproc_now_ms() - t_ms);
     body = tapi_payment("evt-plain", "pay-plain");
     post(&a, body, NULL);
@@ -120,11 +119,10 @@ static void run(void)
     post(&a, body, NULL);
     free(body);
 
-    CHECK_INT(te2e_wait_long(e.db,
-                             "SELECT count(*) FROM outbox o JOIN payments p USING (payment_id) "
-                             "WHERE o.state <> 'pending' AND p.status <> 'accepted'",
-                             3, 15000, 20),
-              3);
+    CHECK_WAIT_LONG(e.db,
+                    "SELECT count(*) FROM outbox o JOIN payments p USING (payment_id) "
+                    "WHERE o.state <> 'pending' AND p.status <> 'accepted'",
+                    3, 15000, 20);
     printf("3 accepted payments published or returned in %.2f s\n", te2e_elapsed_s(t_ms));
 
     /* the approved ones */
