@@ -248,6 +248,17 @@ long long te2e_wait_long(tdb *db, const char *sql, long long want, int timeout_m
     }
 }
 
+bool te2e_check_balanced_at(const char *file, int line, tdb *db)
+{
+    return tcheck_int(
+        file, line, "ledger debits - credits",
+        tdb_long(db,
+                 "SELECT sum(amount_cents) FILTER (WHERE side = 'debit') - "
+                 "sum(amount_cents) FILTER (WHERE side = 'credit') FROM ledger_entries",
+                 NULL),
+        0);
+}
+
 bool te2e_check_wait_at(const char *file, int line, tdb *db, const char *sql, long long want,
                         int timeout_ms, int every_ms)
 {

@@ -90,6 +90,9 @@ double tprog_sum(tprog *ps, int n, const char *name);
  * nothing: the caller checks.
  */
 long long te2e_wait_long(tdb *db, const char *sql, long long want, int timeout_ms, int every_ms);
+/* CHECK_LEDGER_BALANCED - the debits of ledger_entries in @db sum to its credits (a check). */
+#define CHECK_LEDGER_BALANCED(db) te2e_check_balanced_at(__FILE__, __LINE__, (db))
+bool te2e_check_balanced_at(const char *file, int line, tdb *db);
 /* CHECK_WAIT_LONG - te2e_wait_long() reaches @want: a check of tcheck.h naming the query. */
 #define CHECK_WAIT_LONG(db, sql, want, timeout_ms, every_ms)                                       \
     te2e_check_wait_at(__FILE__, __LINE__, (db), (sql), (want), (timeout_ms), (every_ms))
