@@ -960,5 +960,5 @@ static void run(void)
 
 int main(void)
 {
-    return tapi_main("test_accept", &db, run);
+    return tapi_main("test_accept", &db, NULL, NULL, run);
 }

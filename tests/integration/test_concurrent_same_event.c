@@ -55,6 +55,13 @@ static bool type_is(const thttp_resp *r, const char *slug)
     return tl > sl && strcmp(type + tl - sl, slug) == 0 && type[tl - sl - 1] == '/';
 }
 
+/* unexpected - print client @i's answer @r, which no case expected; 1 (one more "other"). */
+static int unexpected(int i, const thttp_resp *r)
+{
+    fprintf(stderr, "client %d: status %ld body %s (curl: %s)\n", i, r->status, r->body, r->error);
+    return 1;
+}
+
 static void test_same_event(void)
 {
     client clients[CLIENTS];
@@ -76,9 +83,7 @@ static void test_same_event(void)
         } else if (r->status == 409 && type_is(r, "request-in-flight")) {
             in_flight++;
         } else {
-            other++;
-            fprintf(stderr, "client %d: status %ld body %s (curl: %s)\n", i, r->status, r->body,
-                    r->error);
+            other += unexpected(i, r);
         }
         if (r->status == 202) {
             CHECK_STR(thttp_json_str(r, "event_id"), "evt-race");
@@ -121,9 +126,7 @@ static void test_same_payment_many_events(void)
         } else if (r->status == 409 && type_is(r, "payment-already-decided")) {
             decided++;
         } else {
-            other++;
-            fprintf(stderr, "client %d: status %ld body %s (curl: %s)\n", i, r->status, r->body,
-                    r->error);
+            other += unexpected(i, r);
         }
     }
     printf("same payment: %d accepted, %d already decided, %d other\n", accepted, decided, other);
@@ -209,12 +212,7 @@ static void tests(void)
     TRUN(test_distinct_events);
 }
 
-static void run(void)
-{
-    tapi_with(&api, "concurrent-api", db, tests);
-}
-
 int main(void)
 {
-    return tapi_main("test_concurrent_same_event", &db, run);
+    return tapi_main("test_concurrent_same_event", &db, &api, "concurrent-api", tests);
 }

@@ -241,5 +241,5 @@ static void run(void)
 
 int main(void)
 {
-    return tapi_main("test_config_exit", &db, run);
+    return tapi_main("test_config_exit", &db, NULL, NULL, run);
 }

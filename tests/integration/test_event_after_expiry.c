@@ -255,12 +255,7 @@ static void tests(void)
     TRUN(test_unique_violation_is_definite);
 }
 
-static void run(void)
-{
-    tapi_with(&api, "expiry-api", db, tests);
-}
-
 int main(void)
 {
-    return tapi_main("test_event_after_expiry", &db, run);
+    return tapi_main("test_event_after_expiry", &db, &api, "expiry-api", tests);
 }

@@ -79,5 +79,5 @@ static void run_all(void)
 
 int main(void)
 {
-    return tapi_main("test_log_escape", &db, run_all);
+    return tapi_main("test_log_escape", &db, NULL, NULL, run_all);
 }

@@ -113,5 +113,5 @@ static void run(void)
 
 int main(void)
 {
-    return tapi_main("test_no_commit_no_202", &db, run);
+    return tapi_main("test_no_commit_no_202", &db, NULL, NULL, run);
 }

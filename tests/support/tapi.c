@@ -50,14 +50,17 @@ void tapi_test_cleanup(tdb *db)
     thttp_global_cleanup();
 }
 
-int tapi_main(const char *name, tdb **db, void (*run)(void))
+int tapi_main(const char *name, tdb **db, tapi *api, const char *label, void (*run)(void))
 {
     int rc = tapi_test_init(db);
 
     if (rc == 77)
         return 77;
     if (rc == 0) {
-        run();
+        if (api != NULL)
+            tapi_with(api, label, *db, run);
+        else
+            run();
         tapi_test_cleanup(*db);
         *db = NULL;
     }

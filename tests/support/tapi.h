@@ -39,9 +39,10 @@ void tapi_test_cleanup(tdb *db);
 /*
  * tapi_main - the whole main() of a test of payments-api: tapi_test_init(@db),
  * @run when ready, tapi_test_cleanup(); 77 when skipped, else the summary of
- * @name (a database that could not be made is a failure).
+ * @name (a database that could not be made is a failure). With an @api, @run
+ * runs inside tapi_with(@api, @label).
  */
-int tapi_main(const char *name, tdb **db, void (*run)(void));
+int tapi_main(const char *name, tdb **db, tapi *api, const char *label, void (*run)(void));
 
 /* tapi_amqp_url - $GW_TEST_AMQP_URL or TAPI_DEFAULT_AMQP_URL; the API only checks its syntax. */
 const char *tapi_amqp_url(void);
