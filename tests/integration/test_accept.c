@@ -592,10 +592,19 @@ static void expect_401_at(int line, const char *method, const char *path, const 
 }
 #define expect_401(m, p, a) expect_401_at(__LINE__, (m), (p), (a))
 
+/* get_200 - GET @path of the shared API with no token into @r (thttp_resp_free()): a 200. */
+static bool get_200_at(int line, const char *path, thttp_resp *r)
+{
+    thttp_get(api.url, path, NULL, r);
+    return tcheck_int(__FILE__, line, path, r->status, 200);
+}
+#define get_200(path, r) get_200_at(__LINE__, (path), (r))
+
 static void test_authentication(void)
 {
     static const char api_auth[] = "Bearer " TAPI_TOKEN;
     static const char admin_auth[] = "Bearer " TAPI_ADMIN_TOKEN;
+    static const char *const open_paths[] = {"/healthz", "/readyz", "/metrics"};
     char prefix[64];
     thttp_resp r;
 
@@ -621,15 +630,10 @@ static void test_authentication(void)
     thttp_resp_free(&r);
 
     /* health and metrics need no token */
-    thttp_get(api.url, "/healthz", NULL, &r);
-    CHECK_INT(r.status, 200);
-    thttp_resp_free(&r);
-    thttp_get(api.url, "/readyz", NULL, &r);
-    CHECK_INT(r.status, 200);
-    thttp_resp_free(&r);
-    thttp_get(api.url, "/metrics", NULL, &r);
-    CHECK_INT(r.status, 200);
-    thttp_resp_free(&r);
+    for (size_t i = 0; i < sizeof open_paths / sizeof open_paths[0]; i++) {
+        get_200(open_paths[i], &r);
+        thttp_resp_free(&r);
+    }
 }
 
 /* @method @path answers 405 method-not-allowed with "Allow: @allow". */
@@ -772,16 +776,13 @@ static void test_health_and_metrics(void)
 {
     thttp_resp r;
 
-    thttp_get(api.url, "/healthz", NULL, &r);
-    CHECK_INT(r.status, 200);
+    get_200("/healthz", &r);
     CHECK_STR(thttp_header(&r, "Content-Type"), "application/json");
     thttp_resp_free(&r);
-    thttp_get(api.url, "/readyz", NULL, &r);
-    CHECK_INT(r.status, 200);
+    get_200("/readyz", &r);
     thttp_resp_free(&r);
 
-    thttp_get(api.url, "/metrics", NULL, &r);
-    CHECK_INT(r.status, 200);
+    get_200("/metrics", &r);
     CHECK_CONTAINS(thttp_header(&r, "Content-Type"), "text/plain");
     CHECK_CONTAINS(r.body, "# TYPE paygw_api_accepted_total counter\n");
     CHECK_INT((long long)tapi_metric(r.body, "paygw_api_accepted_total"), accepted);
