@@ -119,6 +119,16 @@ static void payment_amount(buf *b, int i, const char *amount)
     puts_(b, s);
 }
 
+/* payment_plus - payment_amount() (amount 100) with @member ("key":value) added at the end. */
+static void payment_plus(buf *b, int i, const char *member)
+{
+    payment_amount(b, i, "100");
+    b->p[--b->len] = '\0'; /* the closing brace */
+    puts_(b, ",");
+    puts_(b, member);
+    puts_(b, "}");
+}
+
 static bool api_alive(void)
 {
     if (tf_running(&w, TF_API))
@@ -172,6 +182,14 @@ static long post(const char *what, const void *body, size_t len, const char *con
 static long post_buf(const char *what, const buf *b)
 {
     return post(what, b->p, b->len, NULL, false, false);
+}
+
+/* post_text - post_buf() of the text @text, built in @b. */
+static long post_text(const char *what, buf *b, const char *text)
+{
+    reset(b);
+    puts_(b, text);
+    return post_buf(what, b);
 }
 
 /*
@@ -359,11 +377,10 @@ static void bodies(void)
     post_buf("\\u0000 in a value", &b);
     payment_with(&b, 4, "\"Maria\",\"a\\u0000b\":1", 20);
     post_buf("\\u0000 in a key", &b);
-    reset(&b);
-    puts_(&b, "{\"event_id\":\"g-n\\u0000\",\"payment_id\":\"g-n\",\"method\":\"pix\",\"decision\":"
+    post_text("\\u0000 in event_id", &b,
+              "{\"event_id\":\"g-n\\u0000\",\"payment_id\":\"g-n\",\"method\":\"pix\",\"decision\":"
               "\"approved\",\"amount_cents\":1,\"currency\":\"BRL\",\"payee\":{\"bank\":\"001\","
               "\"account\":\"1\"}}");
-    post_buf("\\u0000 in event_id", &b);
     /* numbers */
     for (size_t i = 0; i < sizeof amounts / sizeof amounts[0]; i++) {
         payment_amount(&b, (int)i, amounts[i]);
@@ -372,21 +389,14 @@ static void bodies(void)
         post(what, b.p, b.len, NULL, false, strcmp(amounts[i], "-0") == 0);
     }
     /* duplicate member names */
-    payment_amount(&b, 90, "100");
-    b.p[b.len - 1] = '\0';
-    b.len--;
-    puts_(&b, ",\"amount_cents\":100}");
+    payment_plus(&b, 90, "\"amount_cents\":100");
     post_buf("amount_cents twice, same value", &b);
-    payment_amount(&b, 91, "100");
-    b.p[b.len - 1] = '\0';
-    b.len--;
-    puts_(&b, ",\"event_id\":\"other\"}");
+    payment_plus(&b, 91, "\"event_id\":\"other\"");
     post_buf("event_id twice, other value", &b);
-    reset(&b);
-    puts_(&b, "{\"event_id\":\"g-d\",\"payment_id\":\"g-d\",\"method\":\"pix\",\"decision\":"
+    post_text("payee.bank twice", &b,
+              "{\"event_id\":\"g-d\",\"payment_id\":\"g-d\",\"method\":\"pix\",\"decision\":"
               "\"approved\",\"amount_cents\":1,\"currency\":\"BRL\",\"payee\":{\"bank\":\"001\","
               "\"bank\":\"001\",\"account\":\"1\"}}");
-    post_buf("payee.bank twice", &b);
     /* sizes: 70 KiB with Content-Length (a long name, trailing white space) and chunked */
     {
         buf big = {0};
