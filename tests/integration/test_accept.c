@@ -26,26 +26,6 @@ static tapi api;
 static int accepted; /* what paygw_api_accepted_total must say at the end */
 static int replayed;
 
-/* Rows of @table for @event_id. */
-static long long rows_for(const char *table, const char *event_id)
-{
-    char sql[128];
-
-    snprintf(sql, sizeof sql, "SELECT count(*) FROM %s WHERE event_id = $1", table);
-    return tdb_long(db, sql, event_id, NULL);
-}
-
-/* Exactly @n rows for @event_id in each of the three tables the accept writes. */
-static void check_rows_at(int line, const char *event_id, long long n)
-{
-    tcheck_context("line %d: rows of %s", line, event_id);
-    CHECK_INT(rows_for("payments", event_id), n);
-    CHECK_INT(rows_for("outbox", event_id), n);
-    CHECK_INT(rows_for("idempotency_keys", event_id), n);
-    tcheck_context_clear();
-}
-#define check_rows(event_id, n) check_rows_at(__LINE__, (event_id), (n))
-
 /* The single value @sql returns on the test's database equals @want (NULL: SQL NULL or no row). */
 #define value_is(sql, want) CHECK_SQL_STR(db, (sql), (want))
 
@@ -53,30 +33,6 @@ static long long total_payments(void)
 {
     return tdb_long(db, "SELECT count(*) FROM payments", NULL);
 }
-
-/* A 202 of a first commit, or of a replay: Location, the body, the replay header. */
-static void check_202_at(int line, const thttp_resp *r, const char *event_id,
-                         const char *payment_id, bool replay)
-{
-    char location[128];
-
-    tcheck_context("line %d: 202 for %s", line, event_id);
-    snprintf(location, sizeof location, "/v1/payments/%s", payment_id);
-    if (!CHECK_INT(r->status, 202))
-        fprintf(stderr, "    body: %s (curl: %s)\n", r->body, r->error);
-    CHECK_STR(thttp_header(r, "Content-Type"), "application/json");
-    CHECK_STR(thttp_header(r, "Location"), location);
-    CHECK_STR(thttp_json_str(r, "event_id"), event_id);
-    CHECK_STR(thttp_json_str(r, "payment_id"), payment_id);
-    CHECK_STR(thttp_json_str(r, "status"), "accepted");
-    CHECK_INT(json_object_size(r->json), 3);
-    if (replay)
-        CHECK_STR(thttp_header(r, "Idempotent-Replayed"), "true");
-    else
-        CHECK(thttp_header(r, "Idempotent-Replayed") == NULL);
-    tcheck_context_clear();
-}
-#define check_202(r, e, p, replay) check_202_at(__LINE__, (r), (e), (p), (replay))
 
 /* POST a standard payment; returns the status. */
 static long post_payment(const tapi *a, const char *event_id, const char *payment_id,
@@ -100,22 +56,22 @@ static void test_accept_and_replay(void)
         "  \"method\": \"pix\", \"payment_id\": \"pay-1\", \"event_id\": \"evt-1\" }\n";
 
     post_payment(&api, "evt-1", "pay-1", &r);
-    check_202(&r, "evt-1", "pay-1", false);
+    CHECK_ACCEPTED(&r, "evt-1", "pay-1", false);
     accepted++;
-    check_rows("evt-1", 1);
+    CHECK_ROWS(db, "evt-1", 1);
 
     /* the same content, other key order and white space: a replay, nothing new */
     tapi_post(&api, reordered, NULL, &again);
-    check_202(&again, "evt-1", "pay-1", true);
+    CHECK_ACCEPTED(&again, "evt-1", "pay-1", true);
     replayed++;
     CHECK_STR(again.body, r.body); /* the same body, byte for byte */
-    check_rows("evt-1", 1);
+    CHECK_ROWS(db, "evt-1", 1);
     CHECK_INT(total_payments(), 1);
     thttp_resp_free(&again);
 
     /* and again, identical text */
     post_payment(&api, "evt-1", "pay-1", &again);
-    check_202(&again, "evt-1", "pay-1", true);
+    CHECK_ACCEPTED(&again, "evt-1", "pay-1", true);
     replayed++;
     thttp_resp_free(&again);
     thttp_resp_free(&r);
@@ -144,7 +100,7 @@ static void test_key_reused(void)
     CHECK_PROBLEM(&r, 422, "idempotency-key-reused");
     thttp_resp_free(&r);
 
-    check_rows("evt-1", 1);
+    CHECK_ROWS(db, "evt-1", 1);
     CHECK_INT(tdb_long(db, "SELECT amount_cents FROM payments WHERE event_id = 'evt-1'", NULL),
               15000);
     free(other);
@@ -159,7 +115,7 @@ static void test_payment_already_decided(void)
     post_payment(&api, "evt-2", "pay-1", &r);
     CHECK_PROBLEM(&r, 409, "payment-already-decided");
     thttp_resp_free(&r);
-    check_rows("evt-2", 0);
+    CHECK_ROWS(db, "evt-2", 0);
     value_is("SELECT event_id FROM payments WHERE payment_id = 'pay-1'", "evt-1");
 }
 
@@ -262,7 +218,7 @@ static void test_malformed(void)
         thttp_resp r;
         body = with_raw_name("evt-utf8-ok", "Jo\xc3\xa3o \xf0\x9f\x98\x80", &len);
         tapi_post_n(&api, body, len, NULL, &r);
-        check_202(&r, "evt-utf8-ok", "p-evt-utf8-ok", false);
+        CHECK_ACCEPTED(&r, "evt-utf8-ok", "p-evt-utf8-ok", false);
         accepted++;
         thttp_resp_free(&r);
         free(body);
@@ -283,9 +239,9 @@ static void test_media_type(void)
     expect_refused("text/plain", body, strlen(body), text, 415, "unsupported-media-type");
     expect_refused("form", body, strlen(body), form, 415, "unsupported-media-type");
     expect_refused("application/jsonx", body, strlen(body), jsonx, 415, "unsupported-media-type");
-    check_rows("evt-ct", 0);
+    CHECK_ROWS(db, "evt-ct", 0);
     tapi_post(&api, body, charset, &r); /* parameters are fine */
-    check_202(&r, "evt-ct", "pay-ct", false);
+    CHECK_ACCEPTED(&r, "evt-ct", "pay-ct", false);
     accepted++;
     thttp_resp_free(&r);
     free(body);
@@ -330,13 +286,13 @@ static void test_too_large(void)
     thttp_do(&req, &r);
     CHECK_PROBLEM(&r, 413, "payload-too-large");
     thttp_resp_free(&r);
-    check_rows("evt-big", 0);
+    CHECK_ROWS(db, "evt-big", 0);
 
     /* 60 KiB is under the limit, chunked or not */
     req.body = fits;
     req.len = strlen(fits);
     thttp_do(&req, &r);
-    check_202(&r, "evt-fits", "evt-fits", false);
+    CHECK_ACCEPTED(&r, "evt-fits", "evt-fits", false);
     accepted++;
     thttp_resp_free(&r);
     free(body);
@@ -368,13 +324,13 @@ static void test_size_boundary(void)
     snprintf(url, sizeof url, "%s/v1/payments", api.url);
     /* 64 KiB exactly is not "over 64 KiB" */
     tapi_post(&api, max, NULL, &r);
-    check_202(&r, "evt-64k", "evt-64k", false);
+    CHECK_ACCEPTED(&r, "evt-64k", "evt-64k", false);
     accepted++;
     thttp_resp_free(&r);
     req.body = max; /* chunked, the same bytes: a replay */
     req.len = strlen(max);
     thttp_do(&req, &r);
-    check_202(&r, "evt-64k", "evt-64k", true);
+    CHECK_ACCEPTED(&r, "evt-64k", "evt-64k", true);
     replayed++;
     thttp_resp_free(&r);
     /* one byte more is */
@@ -384,7 +340,7 @@ static void test_size_boundary(void)
     thttp_do(&req, &r);
     CHECK_PROBLEM(&r, 413, "payload-too-large");
     thttp_resp_free(&r);
-    check_rows("evt-64k1", 0);
+    CHECK_ROWS(db, "evt-64k1", 0);
     free(max);
     free(over);
 }
@@ -399,7 +355,7 @@ static void test_too_large_without_expect(void)
     tapi_post(&api, body, no_expect, &r);
     CHECK_PROBLEM(&r, 413, "payload-too-large");
     thttp_resp_free(&r);
-    check_rows("evt-big2", 0);
+    CHECK_ROWS(db, "evt-big2", 0);
     free(body);
 }
 
@@ -443,7 +399,7 @@ static void test_validation_errors(void)
         tcheck_context_clear();
     }
     thttp_resp_free(&r);
-    check_rows("evt-bad", 0);
+    CHECK_ROWS(db, "evt-bad", 0);
 }
 
 /*
@@ -555,10 +511,10 @@ static void test_idempotency_key_header(void)
     CHECK(has_pointer(&r, "/event_id"));
     CHECK_INT(json_array_size(json_object_get(r.json, "errors")), 1);
     thttp_resp_free(&r);
-    check_rows("evt-ik2", 0);
+    CHECK_ROWS(db, "evt-ik2", 0);
 
     tapi_post(&api, body, same, &r);
-    check_202(&r, "evt-ik", "pay-ik", false);
+    CHECK_ACCEPTED(&r, "evt-ik", "pay-ik", false);
     accepted++;
     thttp_resp_free(&r);
     free(body);
@@ -732,7 +688,7 @@ static void check_route(const json_t *sent, const char *method, const char *deci
     json_object_set_new(o, "decision", json_string(decision));
     text = json_dumps(o, JSON_COMPACT);
     tapi_post(&api, text, headers, &r);
-    check_202(&r, event_id, payment_id, false);
+    CHECK_ACCEPTED(&r, event_id, payment_id, false);
     accepted++;
     thttp_resp_free(&r);
     snprintf(sql, sizeof sql, "SELECT routing_key FROM outbox WHERE event_id = '%s'", event_id);
@@ -834,12 +790,12 @@ static void test_request_in_flight(void)
         thttp_resp_free(&r);
     }
     pthread_join(t, NULL);
-    check_202(&first.r, "evt-slow", "pay-slow", false);
+    CHECK_ACCEPTED(&first.r, "evt-slow", "pay-slow", false);
     thttp_resp_free(&first.r);
     post_payment(&b, "evt-slow", "pay-slow", &r); /* now it is an ordinary replay */
-    check_202(&r, "evt-slow", "pay-slow", true);
+    CHECK_ACCEPTED(&r, "evt-slow", "pay-slow", true);
     thttp_resp_free(&r);
-    check_rows("evt-slow", 1);
+    CHECK_ROWS(db, "evt-slow", 1);
 
     /* SIGTERM with a request in flight: it is finished and answered, then exit 0 */
     {
@@ -854,9 +810,9 @@ static void test_request_in_flight(void)
         CHECK(tproc_log_count(b.proc, "event=failpoint_sleep") > sleeps);
         tproc_signal(b.proc, SIGTERM);
         pthread_join(t, NULL);
-        check_202(&last.r, "evt-term", "pay-term", false);
+        CHECK_ACCEPTED(&last.r, "evt-term", "pay-term", false);
         thttp_resp_free(&last.r);
-        check_rows("evt-term", 1);
+        CHECK_ROWS(db, "evt-term", 1);
         CHECK_INT(tproc_wait_exit(b.proc, 10000), 0); /* within the contract's 10 s */
     }
     tapi_stop(&b);
@@ -900,13 +856,13 @@ static void test_backpressure(void)
     for (int n = 0; n < 3; n++) {
         snprintf(event, sizeof event, "evt-bp-%d", n);
         post_payment(&c, event, event, &r);
-        check_202(&r, event, event, false);
+        CHECK_ACCEPTED(&r, event, event, false);
         thttp_resp_free(&r);
     }
     /* 3 pending is not above 3: still accepted */
     if (wait_backlog(&c, 3)) {
         post_payment(&c, "evt-bp-3", "evt-bp-3", &r);
-        check_202(&r, "evt-bp-3", "evt-bp-3", false);
+        CHECK_ACCEPTED(&r, "evt-bp-3", "evt-bp-3", false);
         thttp_resp_free(&r);
     }
     /* 4 pending is: refused with back-pressure, nothing written */

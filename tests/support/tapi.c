@@ -231,3 +231,38 @@ double tapi_metric(const char *text, const char *name)
     }
     return -1;
 }
+
+void tapi_check_accepted_at(const char *file, int line, const thttp_resp *r, const char *event_id,
+                            const char *payment_id, bool replay)
+{
+    char location[128];
+
+    tcheck_context("%s:%d: 202 for %s", file, line, event_id);
+    snprintf(location, sizeof location, "/v1/payments/%s", payment_id);
+    if (!CHECK_INT(r->status, 202))
+        fprintf(stderr, "    body: %s (curl: %s)\n", r->body, r->error);
+    CHECK_STR(thttp_header(r, "Content-Type"), "application/json");
+    CHECK_STR(thttp_header(r, "Location"), location);
+    CHECK_STR(thttp_json_str(r, "event_id"), event_id);
+    CHECK_STR(thttp_json_str(r, "payment_id"), payment_id);
+    CHECK_STR(thttp_json_str(r, "status"), "accepted");
+    CHECK_INT(json_object_size(r->json), 3);
+    if (replay)
+        CHECK_STR(thttp_header(r, "Idempotent-Replayed"), "true");
+    else
+        CHECK(thttp_header(r, "Idempotent-Replayed") == NULL);
+    tcheck_context_clear();
+}
+
+void tapi_check_rows_at(const char *file, int line, tdb *db, const char *event_id, long long n)
+{
+    static const char *const tables[] = {"payments", "outbox", "idempotency_keys"};
+    char sql[128];
+
+    for (size_t i = 0; i < sizeof tables / sizeof tables[0]; i++) {
+        tcheck_context("%s:%d: %s rows of %s", file, line, tables[i], event_id);
+        snprintf(sql, sizeof sql, "SELECT count(*) FROM %s WHERE event_id = $1", tables[i]);
+        CHECK_INT(tdb_long(db, sql, event_id, NULL), n);
+    }
+    tcheck_context_clear();
+}

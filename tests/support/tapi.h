@@ -94,6 +94,20 @@ bool tapi_check_problem_at(const char *file, int line, const thttp_resp *r, long
 #define CHECK_PROBLEM(r, status, slug)                                                             \
     tapi_check_problem_at(__FILE__, __LINE__, (r), (status), (slug))
 
+/*
+ * CHECK_ACCEPTED - @r is the 202 of a payment accepted for @event_id and
+ * @payment_id: JSON, Location, the three members, and Idempotent-Replayed
+ * "true" when @replay, absent when not (eight checks).
+ */
+#define CHECK_ACCEPTED(r, event_id, payment_id, replay)                                            \
+    tapi_check_accepted_at(__FILE__, __LINE__, (r), (event_id), (payment_id), (replay))
+void tapi_check_accepted_at(const char *file, int line, const thttp_resp *r, const char *event_id,
+                            const char *payment_id, bool replay);
+
+/* CHECK_ROWS - @db has @n rows of @event_id in payments, outbox and idempotency_keys (three). */
+#define CHECK_ROWS(db, event_id, n) tapi_check_rows_at(__FILE__, __LINE__, (db), (event_id), (n))
+void tapi_check_rows_at(const char *file, int line, tdb *db, const char *event_id, long long n);
+
 /* CHECK_RETRY_AFTER - @r has a Retry-After header of a positive number of seconds. */
 bool tapi_check_retry_after_at(const char *file, int line, const thttp_resp *r);
 #define CHECK_RETRY_AFTER(r) tapi_check_retry_after_at(__FILE__, __LINE__, (r))
