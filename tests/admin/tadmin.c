@@ -76,7 +76,47 @@ void tadm_all_stop(tprog *relay, tprog *worker, tapi *api)
         tprog_stop(relay, 0);
 }
 
+struct tadm_run {
+    te2e *t;
+    tprog *relay, *worker;
+    tapi *api;
+    const char *const *worker_extra;
+    void (*tests)(void);
+};
+
+static void run_all(void *arg)
+{
+    const struct tadm_run *r = arg;
+
+    if (CHECK(tadm_all_start(r->t, r->relay, r->worker, r->api, r->worker_extra)))
+        r->tests();
+    tadm_all_stop(r->relay, r->worker, r->api);
+}
+
+int tadm_main(const char *name, te2e *t, tprog *relay, tprog *worker, tapi *api,
+              const char *const *worker_extra, void (*tests)(void))
+{
+    struct tadm_run r = {t, relay, worker, api, worker_extra, tests};
+
+    return te2e_main_arg(name, t, run_all, &r);
+}
+
 /* ---------------------------------------------------------------- HTTP */
+
+bool tadm_check_unauthorized_at(const char *file, int line, const tapi *a, const char *method,
+                                const char *path, const char *token, bool bearer)
+{
+    thttp_resp r;
+    bool ok;
+
+    tadm_call(a, method, path, token, &r);
+    ok = tapi_check_problem_at(file, line, &r, 401, "unauthorized");
+    if (bearer)
+        ok &= tcheck_str(file, line, "WWW-Authenticate", thttp_header(&r, "WWW-Authenticate"),
+                         "Bearer");
+    thttp_resp_free(&r);
+    return ok;
+}
 
 bool tadm_call(const tapi *a, const char *method, const char *path, const char *token,
                thttp_resp *out)

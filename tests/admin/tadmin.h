@@ -43,6 +43,17 @@ bool tadm_all_start(const te2e *t, tprog *relay, tprog *worker, tapi *api,
 /* tadm_all_stop - SIGTERM each of them (those that run) and check exit status 0. */
 void tadm_all_stop(tprog *relay, tprog *worker, tapi *api);
 
+/* The worker setting of the tests that need dead letters: bank 237 is down. */
+#define TADM_BANK_237_DOWN "BANK_SIM_RULES=237/*:down"
+
+/*
+ * tadm_main - the whole main() of an admin test: te2e_main(@name, @t) whose
+ * run is tadm_all_start() (CHECKed; the worker with @worker_extra), @tests
+ * when all three started, then tadm_all_stop().
+ */
+int tadm_main(const char *name, te2e *t, tprog *relay, tprog *worker, tapi *api,
+              const char *const *worker_extra, void (*tests)(void));
+
 /* ---- HTTP ------------------------------------------------------------------------------ */
 
 /*
@@ -51,6 +62,15 @@ void tadm_all_stop(tprog *relay, tprog *worker, tapi *api);
  */
 bool tadm_call(const tapi *a, const char *method, const char *path, const char *token,
                thttp_resp *out);
+
+/*
+ * CHECK_UNAUTHORIZED - @method @path with @token (tadm_call()) is a 401
+ * problem "unauthorized", and, when @bearer, carries "WWW-Authenticate: Bearer".
+ */
+#define CHECK_UNAUTHORIZED(a, method, path, token, bearer)                                         \
+    tadm_check_unauthorized_at(__FILE__, __LINE__, (a), (method), (path), (token), (bearer))
+bool tadm_check_unauthorized_at(const char *file, int line, const tapi *a, const char *method,
+                                const char *path, const char *token, bool bearer);
 
 /* tadm_admin - tadm_call() with the admin token. */
 bool tadm_admin(const tapi *a, const char *method, const char *path, thttp_resp *out);

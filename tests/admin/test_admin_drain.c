@@ -153,21 +153,11 @@ static void auth_and_query_rules(void)
     }
     tcheck_context_clear();
 
-    tadm_call(&api, "POST", "/admin/dlq/drain", NULL, &r);
-    CHECK_PROBLEM(&r, 401, "unauthorized");
-    CHECK_STR(thttp_header(&r, "WWW-Authenticate"), "Bearer");
-    thttp_resp_free(&r);
-    tadm_call(&api, "POST", "/admin/dlq/drain", TAPI_TOKEN, &r);
-    CHECK_PROBLEM(&r, 401, "unauthorized");
-    CHECK_STR(thttp_header(&r, "WWW-Authenticate"), "Bearer");
-    thttp_resp_free(&r);
-    tadm_call(&api, "POST", "/admin/dlq/drain", "not-the-admin-token-at-all", &r);
-    CHECK_PROBLEM(&r, 401, "unauthorized");
-    thttp_resp_free(&r);
+    CHECK_UNAUTHORIZED(&api, "POST", "/admin/dlq/drain", NULL, true);
+    CHECK_UNAUTHORIZED(&api, "POST", "/admin/dlq/drain", TAPI_TOKEN, true);
+    CHECK_UNAUTHORIZED(&api, "POST", "/admin/dlq/drain", "not-the-admin-token-at-all", false);
     /* the admin token does not open the payments API */
-    tadm_call(&api, "GET", "/v1/payments/pay-zero", TAPI_ADMIN_TOKEN, &r);
-    CHECK_PROBLEM(&r, 401, "unauthorized");
-    thttp_resp_free(&r);
+    CHECK_UNAUTHORIZED(&api, "GET", "/v1/payments/pay-zero", TAPI_ADMIN_TOKEN, false);
     /* the drain takes POST only */
     tadm_admin(&api, "GET", "/admin/dlq/drain", &r);
     CHECK_PROBLEM(&r, 405, "method-not-allowed");
@@ -193,9 +183,8 @@ static void drain_payments(void)
     if (!tadm_accept(&api, "evt-zero", "pay-zero", "pix", "approved", 0, "001", "1234-5", &zero) ||
         !tadm_accept(&api, "evt-down", "pay-down", "ted", "approved", 4321, "237", "5555-0", &down))
         goto out;
-    CHECK_INT(te2e_wait_long(t.db, "SELECT count(*) FROM payments WHERE status = 'dead_lettered'",
-                             2, WAIT_MS, 25),
-              2);
+    CHECK_WAIT_LONG(t.db, "SELECT count(*) FROM payments WHERE status = 'dead_lettered'", 2,
+                    WAIT_MS, 25);
     CHECK_INT(tadm_wait_depth(&t, TADM_DLQ, 2, WAIT_MS), 2);
     printf("both payments in the DLQ %.2f s after the accepts\n",
            (double)(tproc_now_ms() - t0) / 1000.0);
@@ -336,19 +325,16 @@ static void drain_poison(void)
     free(b64_bin);
 }
 
-static void run(void)
+static void tests(void)
 {
-    const char *worker_env[] = {"BANK_SIM_RULES=237/*:down", NULL};
-
-    if (CHECK(tadm_all_start(&t, &relay, &worker, &api, worker_env))) {
-        TRUN(auth_and_query_rules);
-        TRUN(drain_payments);
-        TRUN(drain_poison);
-    }
-    tadm_all_stop(&relay, &worker, &api);
+    TRUN(auth_and_query_rules);
+    TRUN(drain_payments);
+    TRUN(drain_poison);
 }
 
 int main(void)
 {
-    return te2e_main("admin_drain", &t, run);
+    static const char *const worker_env[] = {TADM_BANK_237_DOWN, NULL};
+
+    return tadm_main("admin_drain", &t, &relay, &worker, &api, worker_env, tests);
 }

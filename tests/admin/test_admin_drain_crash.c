@@ -99,14 +99,12 @@ out:
     free(first_death);
 }
 
-static void run(void)
+static void tests(void)
 {
-    if (CHECK(tadm_all_start(&t, &relay, &worker, &api, NULL)))
-        TRUN(crash_then_drain_again);
-    tadm_all_stop(&relay, &worker, &api);
+    TRUN(crash_then_drain_again);
 }
 
 int main(void)
 {
-    return te2e_main("admin_drain_crash", &t, run);
+    return tadm_main("admin_drain_crash", &t, &relay, &worker, &api, NULL, tests);
 }

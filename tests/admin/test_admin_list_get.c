@@ -202,14 +202,8 @@ static void get_one(void)
 
     /* the admin token, and only it */
     snprintf(path, sizeof path, "/admin/dlq/%lld", max_id);
-    tadm_call(&api, "GET", path, TAPI_TOKEN, &r);
-    CHECK_PROBLEM(&r, 401, "unauthorized");
-    CHECK_STR(thttp_header(&r, "WWW-Authenticate"), "Bearer");
-    thttp_resp_free(&r);
-    tadm_call(&api, "GET", "/admin/dlq", NULL, &r);
-    CHECK_PROBLEM(&r, 401, "unauthorized");
-    CHECK_STR(thttp_header(&r, "WWW-Authenticate"), "Bearer");
-    thttp_resp_free(&r);
+    CHECK_UNAUTHORIZED(&api, "GET", path, TAPI_TOKEN, true);
+    CHECK_UNAUTHORIZED(&api, "GET", "/admin/dlq", NULL, true);
     tadm_admin(&api, "POST", path, &r);
     CHECK_PROBLEM(&r, 405, "method-not-allowed");
     CHECK_STR(thttp_header(&r, "Allow"), "GET");
@@ -219,19 +213,18 @@ static void get_one(void)
     thttp_resp_free(&r);
 }
 
-static void run(void)
+static void tests(void)
 {
-    if (CHECK(tadm_all_start(&t, &relay, &worker, &api, NULL))) {
-        TRUN(make_letters);
-        TRUN(pages);
-        TRUN(bad_queries);
-        TRUN(get_one);
-    }
-    tadm_all_stop(&relay, &worker, &api);
-    json_decref(all);
+    TRUN(make_letters);
+    TRUN(pages);
+    TRUN(bad_queries);
+    TRUN(get_one);
 }
 
 int main(void)
 {
-    return te2e_main("admin_list_get", &t, run);
+    int rc = tadm_main("admin_list_get", &t, &relay, &worker, &api, NULL, tests);
+
+    json_decref(all);
+    return rc;
 }

@@ -129,15 +129,11 @@ static void flow_then_all_ok(void)
         !tadm_accept(&api, "evt-z", "pay-z", "pix", "approved", 0, "001", "1234-5", NULL) ||
         !tadm_accept(&api, "evt-d", "pay-d", "ted", "approved", 9900, "237", "5555-0", NULL))
         return;
-    CHECK_INT(te2e_wait_long(t.db, "SELECT count(*) FROM payments WHERE status = 'settled'", 3,
-                             WAIT_MS, 25),
-              3);
-    CHECK_INT(te2e_wait_long(t.db, "SELECT count(*) FROM payments WHERE status = 'unroutable'", 2,
-                             WAIT_MS, 25),
-              2);
-    CHECK_INT(te2e_wait_long(t.db, "SELECT count(*) FROM payments WHERE status = 'dead_lettered'",
-                             2, WAIT_MS, 25),
-              2);
+    CHECK_WAIT_LONG(t.db, "SELECT count(*) FROM payments WHERE status = 'settled'", 3, WAIT_MS, 25);
+    CHECK_WAIT_LONG(t.db, "SELECT count(*) FROM payments WHERE status = 'unroutable'", 2, WAIT_MS,
+                    25);
+    CHECK_WAIT_LONG(t.db, "SELECT count(*) FROM payments WHERE status = 'dead_lettered'", 2,
+                    WAIT_MS, 25);
 
     rep = report();
     if (rep == NULL)
@@ -224,31 +220,23 @@ static void auth(void)
 {
     thttp_resp r;
 
-    tadm_call(&api, "GET", "/admin/reconciliation", TAPI_TOKEN, &r);
-    CHECK_PROBLEM(&r, 401, "unauthorized");
-    CHECK_STR(thttp_header(&r, "WWW-Authenticate"), "Bearer");
-    thttp_resp_free(&r);
-    tadm_call(&api, "GET", "/admin/reconciliation", NULL, &r);
-    CHECK_PROBLEM(&r, 401, "unauthorized");
-    thttp_resp_free(&r);
+    CHECK_UNAUTHORIZED(&api, "GET", "/admin/reconciliation", TAPI_TOKEN, true);
+    CHECK_UNAUTHORIZED(&api, "GET", "/admin/reconciliation", NULL, false);
     tadm_admin(&api, "POST", "/admin/reconciliation", &r);
     CHECK_PROBLEM(&r, 405, "method-not-allowed");
     thttp_resp_free(&r);
 }
 
-static void run(void)
+static void tests(void)
 {
-    const char *worker_env[] = {"BANK_SIM_RULES=237/*:down", NULL};
-
-    if (CHECK(tadm_all_start(&t, &relay, &worker, &api, worker_env))) {
-        TRUN(flow_then_all_ok);
-        TRUN(broken_invariants);
-        TRUN(auth);
-    }
-    tadm_all_stop(&relay, &worker, &api);
+    TRUN(flow_then_all_ok);
+    TRUN(broken_invariants);
+    TRUN(auth);
 }
 
 int main(void)
 {
-    return te2e_main("admin_reconciliation", &t, run);
+    static const char *const worker_env[] = {TADM_BANK_237_DOWN, NULL};
+
+    return tadm_main("admin_reconciliation", &t, &relay, &worker, &api, worker_env, tests);
 }

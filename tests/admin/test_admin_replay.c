@@ -130,11 +130,10 @@ static void replay_when_the_cause_is_gone(void)
 
     if (!CHECK(tadm_prog_start(&worker, TPROG_WORKER, "replay-worker-2", &t, NULL)))
         return;
-    CHECK_INT(te2e_wait_long(t.db,
-                             "SELECT count(*) FROM payments WHERE payment_id = 'pay-down' "
-                             "AND status = 'settled'",
-                             1, WAIT_MS, 25),
-              1);
+    CHECK_WAIT_LONG(t.db,
+                    "SELECT count(*) FROM payments WHERE payment_id = 'pay-down' "
+                    "AND status = 'settled'",
+                    1, WAIT_MS, 25);
     /* exactly one balanced effect, from the replayed delivery */
     CHECK_INT(sql_long("SELECT count(*) FROM ledger_entries WHERE event_id = $1", "evt-down"), 2);
     CHECK_INT(sql_long("SELECT count(*) FROM ledger_entries WHERE event_id = $1 AND "
@@ -253,11 +252,10 @@ static void replay_twice_at_once_then_dead_again(void)
                        "AND replayed_at IS NOT NULL",
                        "evt-zero1"),
               1);
-    CHECK_INT(te2e_wait_long(t.db,
-                             "SELECT count(*) FROM payments WHERE payment_id = 'pay-zero1' "
-                             "AND status = 'dead_lettered'",
-                             1, 5000, 25),
-              1);
+    CHECK_WAIT_LONG(t.db,
+                    "SELECT count(*) FROM payments WHERE payment_id = 'pay-zero1' "
+                    "AND status = 'dead_lettered'",
+                    1, 5000, 25);
 }
 
 /*
@@ -352,11 +350,10 @@ static void replay_with_the_worker_running(void)
     check_202(&r, id_race, "evt-race");
     thttp_resp_free(&r);
     tcheck_context("pay-race replayed while the worker runs (the bank is back)");
-    CHECK_INT(te2e_wait_long(t.db,
-                             "SELECT count(*) FROM payments WHERE payment_id = 'pay-race' "
-                             "AND status = 'settled'",
-                             1, 10000, 25),
-              1);
+    CHECK_WAIT_LONG(t.db,
+                    "SELECT count(*) FROM payments WHERE payment_id = 'pay-race' "
+                    "AND status = 'settled'",
+                    1, 10000, 25);
     CHECK_INT(sql_long("SELECT count(*) FROM ledger_entries WHERE event_id = $1", "evt-race"), 2);
     tcheck_context_clear();
     s = tadm_status(t.db, "pay-race");
@@ -385,32 +382,27 @@ static void unknown_ids(void)
     }
     tcheck_context_clear();
     snprintf(path, sizeof path, "/admin/dlq/%lld/replay", id_zero2);
-    tadm_call(&api, "POST", path, TAPI_TOKEN, &r);
-    CHECK_PROBLEM(&r, 401, "unauthorized");
-    thttp_resp_free(&r);
+    CHECK_UNAUTHORIZED(&api, "POST", path, TAPI_TOKEN, false);
     tadm_admin(&api, "GET", path, &r);
     CHECK_PROBLEM(&r, 405, "method-not-allowed");
     CHECK_STR(thttp_header(&r, "Allow"), "POST");
     thttp_resp_free(&r);
 }
 
-static void run(void)
+static void tests(void)
 {
-    const char *worker_env[] = {"BANK_SIM_RULES=237/*:down", NULL};
-
-    if (CHECK(tadm_all_start(&t, &relay, &worker, &api, worker_env))) {
-        TRUN(make_letters);
-        TRUN(replay_when_the_cause_is_gone);
-        TRUN(replay_window);
-        TRUN(replay_twice_at_once_then_dead_again);
-        TRUN(replay_fails_again_within_a_second);
-        TRUN(replay_with_the_worker_running);
-        TRUN(unknown_ids);
-    }
-    tadm_all_stop(&relay, &worker, &api);
+    TRUN(make_letters);
+    TRUN(replay_when_the_cause_is_gone);
+    TRUN(replay_window);
+    TRUN(replay_twice_at_once_then_dead_again);
+    TRUN(replay_fails_again_within_a_second);
+    TRUN(replay_with_the_worker_running);
+    TRUN(unknown_ids);
 }
 
 int main(void)
 {
-    return te2e_main("admin_replay", &t, run);
+    static const char *const worker_env[] = {TADM_BANK_237_DOWN, NULL};
+
+    return tadm_main("admin_replay", &t, &relay, &worker, &api, worker_env, tests);
 }

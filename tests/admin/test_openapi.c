@@ -411,12 +411,9 @@ static void live_answers(void)
     post_payment(other, NULL, 409);   /* payment-already-decided */
     post_payment("{\"event_id\":", NULL, 400);
     post_payment(ok, (const char *const[]){"Content-Type: text/plain", NULL}, 415);
-    CHECK_INT(te2e_wait_long(t.db, "SELECT count(*) FROM payments WHERE status = 'settled'", 1,
-                             WAIT_MS, 25),
-              1);
-    CHECK_INT(te2e_wait_long(t.db, "SELECT count(*) FROM payments WHERE status = 'unroutable'", 1,
-                             WAIT_MS, 25),
-              1);
+    CHECK_WAIT_LONG(t.db, "SELECT count(*) FROM payments WHERE status = 'settled'", 1, WAIT_MS, 25);
+    CHECK_WAIT_LONG(t.db, "SELECT count(*) FROM payments WHERE status = 'unroutable'", 1, WAIT_MS,
+                    25);
     CHECK_INT(tadm_wait_depth(&t, TADM_DLQ, 1, WAIT_MS), 1);
     json_decref(call("GET", "/v1/payments/{payment_id}", "/v1/payments/pay-ok", TAPI_TOKEN, 200));
     json_decref(call("GET", "/v1/payments/{payment_id}", "/v1/payments/pay-zero", TAPI_TOKEN, 200));

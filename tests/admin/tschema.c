@@ -92,22 +92,25 @@ const json_t *tschema_deref(const json_t *root, const json_t *v)
     return v;
 }
 
+#define TYPE_BIT(t) (1u << (t))
+
 static bool is_type(const json_t *v, const char *type, bool *known)
 {
+    /* the JSON Schema types that are sets of jansson's */
+    static const struct {
+        const char *name;
+        unsigned types;
+    } kinds[] = {
+        {"null", TYPE_BIT(JSON_NULL)},     {"boolean", TYPE_BIT(JSON_TRUE) | TYPE_BIT(JSON_FALSE)},
+        {"object", TYPE_BIT(JSON_OBJECT)}, {"array", TYPE_BIT(JSON_ARRAY)},
+        {"string", TYPE_BIT(JSON_STRING)}, {"number", TYPE_BIT(JSON_INTEGER) | TYPE_BIT(JSON_REAL)},
+    };
+
     *known = true;
-    if (strcmp(type, "null") == 0)
-        return json_is_null(v);
-    if (strcmp(type, "boolean") == 0)
-        return json_is_boolean(v);
-    if (strcmp(type, "object") == 0)
-        return json_is_object(v);
-    if (strcmp(type, "array") == 0)
-        return json_is_array(v);
-    if (strcmp(type, "string") == 0)
-        return json_is_string(v);
-    if (strcmp(type, "number") == 0)
-        return json_is_number(v);
-    if (strcmp(type, "integer") == 0)
+    for (size_t i = 0; i < sizeof kinds / sizeof kinds[0]; i++)
+        if (strcmp(type, kinds[i].name) == 0)
+            return v != NULL && (kinds[i].types & TYPE_BIT(json_typeof(v))) != 0;
+    if (strcmp(type, "integer") == 0) /* a real with no fraction is an integer too */
         return json_is_integer(v) ||
                (json_is_real(v) && json_real_value(v) == floor(json_real_value(v)));
     *known = false;

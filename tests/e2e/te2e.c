@@ -70,13 +70,31 @@ int te2e_init(te2e *e, const char *name)
     return 0;
 }
 
+struct plain_run {
+    void (*run)(void);
+};
+
+static void plain_run(void *arg)
+{
+    const struct plain_run *p = arg;
+
+    p->run();
+}
+
 int te2e_main(const char *name, te2e *e, void (*run)(void))
+{
+    struct plain_run p = {run};
+
+    return te2e_main_arg(name, e, plain_run, &p);
+}
+
+int te2e_main_arg(const char *name, te2e *e, void (*run)(void *arg), void *arg)
 {
     char summary[128];
     int rc = te2e_init(e, name);
 
     if (rc == 0)
-        run();
+        run(arg);
     else if (rc != 77)
         FAIL("the fixture could not be set up");
     te2e_cleanup(e);
@@ -228,6 +246,23 @@ long long te2e_wait_long(tdb *db, const char *sql, long long want, int timeout_m
             return v;
         tproc_sleep_ms(every_ms);
     }
+}
+
+bool te2e_check_balanced_at(const char *file, int line, tdb *db)
+{
+    return tcheck_int(
+        file, line, "ledger debits - credits",
+        tdb_long(db,
+                 "SELECT sum(amount_cents) FILTER (WHERE side = 'debit') - "
+                 "sum(amount_cents) FILTER (WHERE side = 'credit') FROM ledger_entries",
+                 NULL),
+        0);
+}
+
+bool te2e_check_wait_at(const char *file, int line, tdb *db, const char *sql, long long want,
+                        int timeout_ms, int every_ms)
+{
+    return tcheck_int(file, line, sql, te2e_wait_long(db, sql, want, timeout_ms, every_ms), want);
 }
 
 double te2e_wait_metric(tprog *ps, int n, const char *name, double want, int timeout_ms)

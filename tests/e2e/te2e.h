@@ -35,6 +35,8 @@ void te2e_cleanup(te2e *e);
  * of "test_@name" (a fixture that could not be set up is a failure).
  */
 int te2e_main(const char *name, te2e *e, void (*run)(void));
+/* te2e_main_arg - te2e_main() with @run(@arg). */
+int te2e_main_arg(const char *name, te2e *e, void (*run)(void *arg), void *arg);
 
 /* The programs under test. */
 typedef enum tprog_kind { TPROG_RELAY, TPROG_WORKER } tprog_kind;
@@ -88,6 +90,14 @@ double tprog_sum(tprog *ps, int n, const char *name);
  * nothing: the caller checks.
  */
 long long te2e_wait_long(tdb *db, const char *sql, long long want, int timeout_ms, int every_ms);
+/* CHECK_LEDGER_BALANCED - the debits of ledger_entries in @db sum to its credits (a check). */
+#define CHECK_LEDGER_BALANCED(db) te2e_check_balanced_at(__FILE__, __LINE__, (db))
+bool te2e_check_balanced_at(const char *file, int line, tdb *db);
+/* CHECK_WAIT_LONG - te2e_wait_long() reaches @want: a check of tcheck.h naming the query. */
+#define CHECK_WAIT_LONG(db, sql, want, timeout_ms, every_ms)                                       \
+    te2e_check_wait_at(__FILE__, __LINE__, (db), (sql), (want), (timeout_ms), (every_ms))
+bool te2e_check_wait_at(const char *file, int line, tdb *db, const char *sql, long long want,
+                        int timeout_ms, int every_ms);
 
 /* te2e_wait_metric - poll tprog_sum() until it reaches at least @want; the last value. */
 double te2e_wait_metric(tprog *ps, int n, const char *name, double want, int timeout_ms);

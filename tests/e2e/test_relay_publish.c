@@ -37,13 +37,15 @@ static char *refused_payment(const char *event_id, const char *payment_id)
     return s;
 }
 
-static void post(const tapi *a, const char *body, const char *const *headers)
+/* post - POST @body (owned: freed here) with @headers and check the 202. */
+static void post(const tapi *a, char *body, const char *const *headers)
 {
     thttp_resp r;
 
     tapi_post(a, body, headers, &r);
     CHECK_INT(r.status, 202);
     thttp_resp_free(&r);
+    free(body);
 }
 
 /* The message of @event_id in @msgs against the contract and the outbox row. */
@@ -89,7 +91,6 @@ static void run(void)
     long long t_ms = tproc_now_ms();
     tprog relay;
     tapi a;
-    char *body;
     tmq *m;
     tmq_msg *msgs;
     size_t n = 0;
@@ -104,27 +105,19 @@ static void run(void)
         return;
     }
 
-    body = tapi_payment("evt-traced", "pay-traced");
-    post(&a, body, trace);
-    free(body);
-    CHECK_INT(te2e_wait_long(e.db,
-                             "SELECT count(*) FROM payments WHERE event_id = 'evt-traced' "
-                             "AND status = 'published'",
-                             1, 15000, 2),
-              1);
+    post(&a, tapi_payment("evt-traced", "pay-traced"), trace);
+    CHECK_WAIT_LONG(e.db,
+                    "SELECT count(*) FROM payments WHERE event_id = 'evt-traced' "
+                    "AND status = 'published'",
+                    1, 15000, 2);
     printf("accept to published: %lld ms\n", tproc_now_ms() - t_ms);
-    body = tapi_payment("evt-plain", "pay-plain");
-    post(&a, body, NULL);
-    free(body);
-    body = refused_payment("evt-refused", "pay-refused");
-    post(&a, body, NULL);
-    free(body);
+    post(&a, tapi_payment("evt-plain", "pay-plain"), NULL);
+    post(&a, refused_payment("evt-refused", "pay-refused"), NULL);
 
-    CHECK_INT(te2e_wait_long(e.db,
-                             "SELECT count(*) FROM outbox o JOIN payments p USING (payment_id) "
-                             "WHERE o.state <> 'pending' AND p.status <> 'accepted'",
-                             3, 15000, 20),
-              3);
+    CHECK_WAIT_LONG(e.db,
+                    "SELECT count(*) FROM outbox o JOIN payments p USING (payment_id) "
+                    "WHERE o.state <> 'pending' AND p.status <> 'accepted'",
+                    3, 15000, 20);
     printf("3 accepted payments published or returned in %.2f s\n", te2e_elapsed_s(t_ms));
 
     /* the approved ones */

@@ -100,9 +100,7 @@ static void run(void)
     /* a new relay publishes the rest; nothing twice */
     if (!CHECK(tprog_start(&second, TPROG_RELAY, "relay_sigterm-second", &e, NULL)))
         return;
-    CHECK_INT(te2e_wait_long(e.db, "SELECT count(*) FROM outbox WHERE state = 'published'", ROWS,
-                             30000, 20),
-              ROWS);
+    CHECK_WAIT_LONG(e.db, "SELECT count(*) FROM outbox WHERE state = 'published'", ROWS, 30000, 20);
     m = tmq_connect(e.amqp_url);
     if (CHECK(m != NULL)) {
         int missing = 0, twice = 0;

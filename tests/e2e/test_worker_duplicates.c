@@ -45,11 +45,7 @@ static void run(void)
     CHECK_INT(tdb_long(e.db, "SELECT count(*) FROM inbox", NULL), 1);
     CHECK_INT(
         tdb_long(e.db, "SELECT count(*) FROM ledger_entries WHERE event_id = $1", EVENT, NULL), 2);
-    CHECK_INT(tdb_long(e.db,
-                       "SELECT sum(amount_cents) FILTER (WHERE side = 'debit') - "
-                       "sum(amount_cents) FILTER (WHERE side = 'credit') FROM ledger_entries",
-                       NULL),
-              0);
+    CHECK_LEDGER_BALANCED(e.db);
     CHECK_INT(tdb_long(e.db,
                        "SELECT count(*) FROM payments WHERE status = 'settled' AND attempts = 1",
                        NULL),

@@ -21,6 +21,7 @@
 
 #define CRASH_MS  15000
 #define SETTLE_MS 20000
+#define RULES     "BANK_SIM_RULES=001/7777-7:fail-first=1" /* after_retry_publish's account */
 
 static te2e e;
 static tmq *mq;
@@ -33,14 +34,32 @@ static long long count_for(const char *table, const char *event_id)
     return tdb_long(e.db, sql, event_id, NULL);
 }
 
-/* Start a worker with @env, publish @event, and expect it to crash with 137. */
-static bool crash_on(const char *label, const char *const *env, const char *event,
-                     const char *payment, const char *account)
+/* check_effects - @event has @inbox inbox rows and @ledger ledger entries (two checks). */
+static void check_effects_at(int line, const char *event, long long inbox, long long ledger)
+{
+    tcheck_int(__FILE__, line, "inbox rows", count_for("inbox", event), inbox);
+    tcheck_int(__FILE__, line, "ledger entries", count_for("ledger_entries", event), ledger);
+}
+#define check_effects(event, inbox, ledger) check_effects_at(__LINE__, (event), (inbox), (ledger))
+
+/*
+ * crash_on - in the context "worker.@point": start a worker with
+ * GATEWAY_FAILPOINTS=worker.@point=exit (and @rules, BANK_SIM_RULES=..., when
+ * not NULL), publish @event, and expect it to crash with 137.
+ */
+static bool crash_on(const char *point, const char *rules, const char *event, const char *payment,
+                     const char *account)
 {
     char *body = te2e_payment_json(event, payment, 5000, "001", account);
+    char fp[96], label[96];
+    const char *env[] = {fp, rules, NULL};
     tprog w = {0};
     int status;
     bool ok;
+
+    tcheck_context("worker.%s", point);
+    snprintf(fp, sizeof fp, "GATEWAY_FAILPOINTS=worker.%s=exit", point);
+    snprintf(label, sizeof label, "failpoints-%s", point);
 
     ok = CHECK(te2e_insert_payment(e.db, event, payment, 5000, "001", account)) &&
          CHECK(tprog_start(&w, TPROG_WORKER, label, &e, env)) &&
@@ -61,15 +80,11 @@ static bool crash_on(const char *label, const char *const *env, const char *even
 
 static void after_commit(void)
 {
-    const char *env[] = {"GATEWAY_FAILPOINTS=worker.after_commit=exit", NULL};
     tprog w = {0};
 
-    tcheck_context("worker.after_commit");
-    if (!crash_on("failpoints-after_commit", env, "evt-fp-ac", "pay-fp-ac", "1234-5"))
+    if (!crash_on("after_commit", NULL, "evt-fp-ac", "pay-fp-ac", "1234-5"))
         return;
-    /* committed before the crash, not acked */
-    CHECK_INT(count_for("inbox", "evt-fp-ac"), 1);
-    CHECK_INT(count_for("ledger_entries", "evt-fp-ac"), 2);
+    check_effects("evt-fp-ac", 1, 2); /* committed before the crash, not acked */
     CHECK_INT(tdb_long(e.db,
                        "SELECT count(*) FROM payments WHERE event_id = 'evt-fp-ac' "
                        "AND status = 'settled'",
@@ -82,8 +97,7 @@ static void after_commit(void)
     CHECK_INT(te2e_wait_metric(&w, 1, "paygw_worker_duplicates_skipped_total", 1, SETTLE_MS), 1);
     CHECK_INT(tprog_metric(&w, "paygw_worker_redelivered_total"), 1);
     CHECK_INT(tprog_metric(&w, "paygw_worker_settled_total"), 0);
-    CHECK_INT(count_for("inbox", "evt-fp-ac"), 1);
-    CHECK_INT(count_for("ledger_entries", "evt-fp-ac"), 2);
+    check_effects("evt-fp-ac", 1, 2);
     CHECK_INT(tmq_wait_depth(mq, "payments.settlement", 0, 5000), 0);
     tprog_stop(&w, 10000);
     tcheck_context_clear();
@@ -91,15 +105,11 @@ static void after_commit(void)
 
 static void before_commit(void)
 {
-    const char *env[] = {"GATEWAY_FAILPOINTS=worker.before_commit=exit", NULL};
     tprog w = {0};
 
-    tcheck_context("worker.before_commit");
-    if (!crash_on("failpoints-before_commit", env, "evt-fp-bc", "pay-fp-bc", "1234-5"))
+    if (!crash_on("before_commit", NULL, "evt-fp-bc", "pay-fp-bc", "1234-5"))
         return;
-    /* nothing committed */
-    CHECK_INT(count_for("inbox", "evt-fp-bc"), 0);
-    CHECK_INT(count_for("ledger_entries", "evt-fp-bc"), 0);
+    check_effects("evt-fp-bc", 0, 0); /* nothing committed */
     CHECK_SQL_STR(e.db,
                   "SELECT status || '/' || attempts FROM payments WHERE event_id = 'evt-fp-bc'",
                   "published/0");
@@ -109,8 +119,7 @@ static void before_commit(void)
         return;
     CHECK_INT(te2e_wait_metric(&w, 1, "paygw_worker_settled_total", 1, SETTLE_MS), 1);
     CHECK_INT(tprog_metric(&w, "paygw_worker_duplicates_skipped_total"), 0);
-    CHECK_INT(count_for("inbox", "evt-fp-bc"), 1);
-    CHECK_INT(count_for("ledger_entries", "evt-fp-bc"), 2);
+    check_effects("evt-fp-bc", 1, 2);
     CHECK_SQL_STR(e.db,
                   "SELECT status || '/' || attempts FROM payments WHERE event_id = 'evt-fp-bc'",
                   "settled/1");
@@ -121,14 +130,11 @@ static void before_commit(void)
 
 static void after_retry_publish(void)
 {
-    const char *env[] = {"GATEWAY_FAILPOINTS=worker.after_retry_publish=exit",
-                         "BANK_SIM_RULES=001/7777-7:fail-first=1", NULL};
-    const char *env2[] = {"BANK_SIM_RULES=001/7777-7:fail-first=1", NULL};
+    const char *env2[] = {RULES, NULL};
     tprog w = {0};
     long long t0;
 
-    tcheck_context("worker.after_retry_publish");
-    if (!crash_on("failpoints-after_retry_publish", env, "evt-fp-rp", "pay-fp-rp", "7777-7"))
+    if (!crash_on("after_retry_publish", RULES, "evt-fp-rp", "pay-fp-rp", "7777-7"))
         return;
     /* the copy is in its delay queue (or already back), the original is back in the queue */
     CHECK_SQL_STR(e.db,
@@ -151,11 +157,10 @@ static void after_retry_publish(void)
     t0 = tproc_now_ms();
     if (!CHECK(tprog_start(&w, TPROG_WORKER, "failpoints-after_retry_publish-restart", &e, env2)))
         return;
-    CHECK_INT(te2e_wait_long(e.db,
-                             "SELECT count(*) FROM payments WHERE event_id = 'evt-fp-rp' "
-                             "AND status = 'settled'",
-                             1, SETTLE_MS, 20),
-              1);
+    CHECK_WAIT_LONG(e.db,
+                    "SELECT count(*) FROM payments WHERE event_id = 'evt-fp-rp' "
+                    "AND status = 'settled'",
+                    1, SETTLE_MS, 20);
     /* the other copy arrives as a duplicate, at the latest one delay later */
     CHECK_INT(te2e_wait_metric(&w, 1, "paygw_worker_duplicates_skipped_total", 1, SETTLE_MS), 1);
     printf("after_retry_publish: settled and the duplicate skipped %.2f s after the restart\n",
@@ -164,8 +169,7 @@ static void after_retry_publish(void)
     CHECK_INT(tmq_wait_depth(mq, "payments.retry.1000", 0, 5000), 0);
     CHECK_INT(tmq_depth(mq, "payments.retry.5000"), 0);
     CHECK_INT(tprog_metric(&w, "paygw_worker_settled_total"), 1);
-    CHECK_INT(count_for("inbox", "evt-fp-rp"), 1);
-    CHECK_INT(count_for("ledger_entries", "evt-fp-rp"), 2);
+    check_effects("evt-fp-rp", 1, 2);
     CHECK_SQL_STR(e.db,
                   "SELECT status || '/' || attempts FROM payments WHERE event_id = 'evt-fp-rp'",
                   "settled/2");

@@ -84,11 +84,7 @@ static void run(void)
                  "- (SELECT sum(amount_cents) FROM payments WHERE status = 'settled')",
                  NULL),
         0);
-    CHECK_INT(tdb_long(e.db,
-                       "SELECT (SELECT sum(amount_cents) FROM ledger_entries WHERE side = 'debit') "
-                       "- (SELECT sum(amount_cents) FROM ledger_entries WHERE side = 'credit')",
-                       NULL),
-              0);
+    CHECK_LEDGER_BALANCED(e.db);
     CHECK_INT(tdb_long(e.db,
                        "SELECT count(*) FROM inbox i JOIN payments p USING (event_id) "
                        "WHERE p.status = 'settled' AND i.attempt = 1 AND p.attempts = 1",

@@ -118,9 +118,8 @@ static void run(void)
     /* a second worker settles the rest, each once */
     if (!CHECK(tprog_start(&second, TPROG_WORKER, "worker_sigterm-second", &e, NULL)))
         return;
-    CHECK_INT(te2e_wait_long(e.db, "SELECT count(*) FROM payments WHERE status = 'settled'", EVENTS,
-                             60000, 20),
-              EVENTS);
+    CHECK_WAIT_LONG(e.db, "SELECT count(*) FROM payments WHERE status = 'settled'", EVENTS, 60000,
+                    20);
     took = te2e_elapsed_s(t0);
     printf("all %d settled %.2f s after the first publish\n", EVENTS, took);
     CHECK_INT(tdb_long(e.db, "SELECT count(*) FROM inbox", NULL), EVENTS);

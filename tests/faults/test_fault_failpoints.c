@@ -49,9 +49,12 @@ static const fp_case cases[] = {
 };
 
 static tf_world w;
+static const fp_case *the_case; /* argv[1]'s */
 
-static void run(const fp_case *c, uint64_t seed)
+static void run(void)
 {
+    const fp_case *c = the_case;
+    uint64_t seed = tf_seed(w.e.name);
     tf_rng rng;
     tf_event *ev;
     tf_load load;
@@ -159,7 +162,6 @@ int main(int argc, char **argv)
 {
     const fp_case *c = NULL;
     char name[96];
-    int rc;
 
     for (size_t i = 0; argc == 2 && i < sizeof cases / sizeof cases[0]; i++)
         if (strcmp(argv[1], cases[i].point) == 0)
@@ -176,11 +178,6 @@ int main(int argc, char **argv)
     for (char *s = name; *s; s++)
         if (*s == '.' || *s == '_')
             *s = '-';
-    rc = tf_init(&w, name);
-    if (rc == 0)
-        run(c, tf_seed(name));
-    else if (rc != 77)
-        FAIL("the fixture could not be set up");
-    tf_cleanup(&w);
-    return rc == 77 ? 77 : tcheck_summary(name);
+    the_case = c;
+    return tf_main(&w, name, name, run);
 }

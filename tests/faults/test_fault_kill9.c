@@ -26,8 +26,9 @@
 
 static tf_world w;
 
-static void run(uint64_t seed)
+static void run(void)
 {
+    uint64_t seed = tf_seed(w.e.name);
     tf_rng rng;
     tf_event *ev;
     tf_load load;
@@ -96,12 +97,5 @@ static void run(uint64_t seed)
 
 int main(void)
 {
-    int rc = tf_init(&w, "fault-kill9");
-
-    if (rc == 0)
-        run(tf_seed("fault-kill9"));
-    else if (rc != 77)
-        FAIL("the fixture could not be set up");
-    tf_cleanup(&w);
-    return rc == 77 ? 77 : tcheck_summary("test_fault_kill9");
+    return tf_main(&w, "fault-kill9", "test_fault_kill9", run);
 }

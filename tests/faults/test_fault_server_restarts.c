@@ -29,9 +29,11 @@
 #define SETTLE_MS 90000
 
 static tf_world w;
+static const char *what; /* argv[1]: "broker" or "db" */
 
-static void run(const char *what, uint64_t seed)
+static void run(void)
 {
+    uint64_t seed = tf_seed(w.e.name);
     pid_t pids[3];
     tf_rng rng;
     tf_event *ev;
@@ -141,20 +143,13 @@ static void run(const char *what, uint64_t seed)
 
 int main(int argc, char **argv)
 {
-    const char *what = argc == 2 ? argv[1] : "";
     char name[64];
-    int rc;
 
+    what = argc == 2 ? argv[1] : "";
     if (strcmp(what, "broker") != 0 && strcmp(what, "db") != 0) {
         fprintf(stderr, "usage: %s broker|db\n", argv[0]);
         return 2;
     }
     snprintf(name, sizeof name, "fault-%s-restart", what);
-    rc = tf_init(&w, name);
-    if (rc == 0)
-        run(what, tf_seed(name));
-    else if (rc != 77)
-        FAIL("the fixture could not be set up");
-    tf_cleanup(&w);
-    return rc == 77 ? 77 : tcheck_summary(name);
+    return tf_main(&w, name, name, run);
 }

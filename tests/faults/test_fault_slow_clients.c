@@ -169,12 +169,5 @@ static void run(void)
 
 int main(void)
 {
-    int rc = tf_init(&w, "fault-slow-clients");
-
-    if (rc == 0)
-        run();
-    else if (rc != 77)
-        FAIL("the fixture could not be set up");
-    tf_cleanup(&w);
-    return rc == 77 ? 77 : tcheck_summary("test_fault_slow_clients");
+    return tf_main(&w, "fault-slow-clients", "test_fault_slow_clients", run);
 }

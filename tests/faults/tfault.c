@@ -95,6 +95,18 @@ int tf_init(tf_world *w, const char *name)
     return rc;
 }
 
+int tf_main(tf_world *w, const char *name, const char *summary, void (*run)(void))
+{
+    int rc = tf_init(w, name);
+
+    if (rc == 0)
+        run();
+    else if (rc != 77)
+        FAIL("the fixture could not be set up");
+    tf_cleanup(w);
+    return rc == 77 ? 77 : tcheck_summary(summary);
+}
+
 void tf_cleanup(tf_world *w)
 {
     for (int i = 0; i < 3; i++)

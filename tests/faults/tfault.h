@@ -68,6 +68,13 @@ int tf_init(tf_world *w, const char *name);
 void tf_cleanup(tf_world *w);
 
 /*
+ * tf_main - the whole main() of a fault test: tf_init(@w, @name), @run when ready, tf_cleanup();
+ * 77 when skipped, else the summary of @summary (a fixture that could not be set up is a
+ * failure). A seeded @run asks tf_seed(@w->e.name) for its seed.
+ */
+int tf_main(tf_world *w, const char *name, const char *summary, void (*run)(void));
+
+/*
  * tf_start - start one program with the test's settings (TF_DELAYS, TF_RULES for the worker,
  * the vhost for the API) and GATEWAY_FAILPOINTS=@failpoints when not NULL. Waits until it is
  * ready (API: listening). False after printing why.

@@ -26,26 +26,6 @@ static tapi api;
 static int accepted; /* what paygw_api_accepted_total must say at the end */
 static int replayed;
 
-/* Rows of @table for @event_id. */
-static long long rows_for(const char *table, const char *event_id)
-{
-    char sql[128];
-
-    snprintf(sql, sizeof sql, "SELECT count(*) FROM %s WHERE event_id = $1", table);
-    return tdb_long(db, sql, event_id, NULL);
-}
-
-/* Exactly @n rows for @event_id in each of the three tables the accept writes. */
-static void check_rows_at(int line, const char *event_id, long long n)
-{
-    tcheck_context("line %d: rows of %s", line, event_id);
-    CHECK_INT(rows_for("payments", event_id), n);
-    CHECK_INT(rows_for("outbox", event_id), n);
-    CHECK_INT(rows_for("idempotency_keys", event_id), n);
-    tcheck_context_clear();
-}
-#define check_rows(event_id, n) check_rows_at(__LINE__, (event_id), (n))
-
 /* The single value @sql returns on the test's database equals @want (NULL: SQL NULL or no row). */
 #define value_is(sql, want) CHECK_SQL_STR(db, (sql), (want))
 
@@ -53,30 +33,6 @@ static long long total_payments(void)
 {
     return tdb_long(db, "SELECT count(*) FROM payments", NULL);
 }
-
-/* A 202 of a first commit, or of a replay: Location, the body, the replay header. */
-static void check_202_at(int line, const thttp_resp *r, const char *event_id,
-                         const char *payment_id, bool replay)
-{
-    char location[128];
-
-    tcheck_context("line %d: 202 for %s", line, event_id);
-    snprintf(location, sizeof location, "/v1/payments/%s", payment_id);
-    if (!CHECK_INT(r->status, 202))
-        fprintf(stderr, "    body: %s (curl: %s)\n", r->body, r->error);
-    CHECK_STR(thttp_header(r, "Content-Type"), "application/json");
-    CHECK_STR(thttp_header(r, "Location"), location);
-    CHECK_STR(thttp_json_str(r, "event_id"), event_id);
-    CHECK_STR(thttp_json_str(r, "payment_id"), payment_id);
-    CHECK_STR(thttp_json_str(r, "status"), "accepted");
-    CHECK_INT(json_object_size(r->json), 3);
-    if (replay)
-        CHECK_STR(thttp_header(r, "Idempotent-Replayed"), "true");
-    else
-        CHECK(thttp_header(r, "Idempotent-Replayed") == NULL);
-    tcheck_context_clear();
-}
-#define check_202(r, e, p, replay) check_202_at(__LINE__, (r), (e), (p), (replay))
 
 /* POST a standard payment; returns the status. */
 static long post_payment(const tapi *a, const char *event_id, const char *payment_id,
@@ -100,22 +56,22 @@ static void test_accept_and_replay(void)
         "  \"method\": \"pix\", \"payment_id\": \"pay-1\", \"event_id\": \"evt-1\" }\n";
 
     post_payment(&api, "evt-1", "pay-1", &r);
-    check_202(&r, "evt-1", "pay-1", false);
+    CHECK_ACCEPTED(&r, "evt-1", "pay-1", false);
     accepted++;
-    check_rows("evt-1", 1);
+    CHECK_ROWS(db, "evt-1", 1);
 
     /* the same content, other key order and white space: a replay, nothing new */
     tapi_post(&api, reordered, NULL, &again);
-    check_202(&again, "evt-1", "pay-1", true);
+    CHECK_ACCEPTED(&again, "evt-1", "pay-1", true);
     replayed++;
     CHECK_STR(again.body, r.body); /* the same body, byte for byte */
-    check_rows("evt-1", 1);
+    CHECK_ROWS(db, "evt-1", 1);
     CHECK_INT(total_payments(), 1);
     thttp_resp_free(&again);
 
     /* and again, identical text */
     post_payment(&api, "evt-1", "pay-1", &again);
-    check_202(&again, "evt-1", "pay-1", true);
+    CHECK_ACCEPTED(&again, "evt-1", "pay-1", true);
     replayed++;
     thttp_resp_free(&again);
     thttp_resp_free(&r);
@@ -144,7 +100,7 @@ static void test_key_reused(void)
     CHECK_PROBLEM(&r, 422, "idempotency-key-reused");
     thttp_resp_free(&r);
 
-    check_rows("evt-1", 1);
+    CHECK_ROWS(db, "evt-1", 1);
     CHECK_INT(tdb_long(db, "SELECT amount_cents FROM payments WHERE event_id = 'evt-1'", NULL),
               15000);
     free(other);
@@ -159,7 +115,7 @@ static void test_payment_already_decided(void)
     post_payment(&api, "evt-2", "pay-1", &r);
     CHECK_PROBLEM(&r, 409, "payment-already-decided");
     thttp_resp_free(&r);
-    check_rows("evt-2", 0);
+    CHECK_ROWS(db, "evt-2", 0);
     value_is("SELECT event_id FROM payments WHERE payment_id = 'pay-1'", "evt-1");
 }
 
@@ -203,20 +159,36 @@ static void test_malformed(void)
         "{\"event_id\":\"evt-dup2\",\"payment_id\":\"p-dup2\",\"method\":\"pix\","
         "\"decision\":\"approved\",\"amount_cents\":100,\"currency\":\"BRL\","
         "\"payee\":{\"bank\":\"001\",\"bank\":\"002\",\"account\":\"1\"}}";
+    static const struct {
+        const char *what, *body;
+    } bad[] = {
+        {"not JSON", "hello"},
+        {"truncated JSON", "{\"event_id\":"},
+        {"empty body", ""},
+        {"an empty array", "[]"},
+        {"a string", "\"evt\""},
+        {"a number", "42"},
+        {"null", "null"},
+        {"duplicate keys", dup},
+        {"duplicate nested keys", nested_dup},
+        {"trailing garbage", "{} {}"},
+    };
+    /* a payer name of these bytes; nul: its X becomes a raw NUL byte inside the string */
+    static const struct {
+        const char *what, *event_id, *name;
+        bool nul;
+    } names[] = {
+        {"invalid UTF-8", "evt-utf8", "Jo\xc3\x28o", false},
+        {"overlong UTF-8", "evt-overlong", "\xc0\xaf", false},
+        {"an escaped U+0000", "evt-u0000", "Maria\\u0000Silva", false},
+        {"a raw NUL byte", "evt-nul", "MariaXSilva", true},
+    };
     char *body, *array;
     size_t len;
 
-    expect_refused("not JSON", "hello", 5, NULL, 400, "malformed-request");
-    expect_refused("truncated JSON", "{\"event_id\":", 12, NULL, 400, "malformed-request");
-    expect_refused("empty body", "", 0, NULL, 400, "malformed-request");
-    expect_refused("an empty array", "[]", 2, NULL, 400, "malformed-request");
-    expect_refused("a string", "\"evt\"", 5, NULL, 400, "malformed-request");
-    expect_refused("a number", "42", 2, NULL, 400, "malformed-request");
-    expect_refused("null", "null", 4, NULL, 400, "malformed-request");
-    expect_refused("duplicate keys", dup, strlen(dup), NULL, 400, "malformed-request");
-    expect_refused("duplicate nested keys", nested_dup, strlen(nested_dup), NULL, 400,
-                   "malformed-request");
-    expect_refused("trailing garbage", "{} {}", 5, NULL, 400, "malformed-request");
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+        expect_refused(bad[i].what, bad[i].body, strlen(bad[i].body), NULL, 400,
+                       "malformed-request");
 
     body = tapi_payment("evt-arr", "pay-arr");
     array = malloc(strlen(body) + 3);
@@ -225,19 +197,13 @@ static void test_malformed(void)
     free(array);
     free(body);
 
-    body = with_raw_name("evt-utf8", "Jo\xc3\x28o", &len);
-    expect_refused("invalid UTF-8", body, len, NULL, 400, "malformed-request");
-    free(body);
-    body = with_raw_name("evt-overlong", "\xc0\xaf", &len);
-    expect_refused("overlong UTF-8", body, len, NULL, 400, "malformed-request");
-    free(body);
-    body = with_raw_name("evt-u0000", "Maria\\u0000Silva", &len);
-    expect_refused("an escaped U+0000", body, len, NULL, 400, "malformed-request");
-    free(body);
-    body = with_raw_name("evt-nul", "MariaXSilva", &len);
-    *strchr(body, 'X') = '\0'; /* a raw NUL byte inside the string */
-    expect_refused("a raw NUL byte", body, len, NULL, 400, "malformed-request");
-    free(body);
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        body = with_raw_name(names[i].event_id, names[i].name, &len);
+        if (names[i].nul)
+            *strchr(body, 'X') = '\0';
+        expect_refused(names[i].what, body, len, NULL, 400, "malformed-request");
+        free(body);
+    }
     {
         char deep[64] = "";
         for (int i = 0; i < 17; i++)
@@ -252,7 +218,7 @@ static void test_malformed(void)
         thttp_resp r;
         body = with_raw_name("evt-utf8-ok", "Jo\xc3\xa3o \xf0\x9f\x98\x80", &len);
         tapi_post_n(&api, body, len, NULL, &r);
-        check_202(&r, "evt-utf8-ok", "p-evt-utf8-ok", false);
+        CHECK_ACCEPTED(&r, "evt-utf8-ok", "p-evt-utf8-ok", false);
         accepted++;
         thttp_resp_free(&r);
         free(body);
@@ -273,9 +239,9 @@ static void test_media_type(void)
     expect_refused("text/plain", body, strlen(body), text, 415, "unsupported-media-type");
     expect_refused("form", body, strlen(body), form, 415, "unsupported-media-type");
     expect_refused("application/jsonx", body, strlen(body), jsonx, 415, "unsupported-media-type");
-    check_rows("evt-ct", 0);
+    CHECK_ROWS(db, "evt-ct", 0);
     tapi_post(&api, body, charset, &r); /* parameters are fine */
-    check_202(&r, "evt-ct", "pay-ct", false);
+    CHECK_ACCEPTED(&r, "evt-ct", "pay-ct", false);
     accepted++;
     thttp_resp_free(&r);
     free(body);
@@ -320,13 +286,13 @@ static void test_too_large(void)
     thttp_do(&req, &r);
     CHECK_PROBLEM(&r, 413, "payload-too-large");
     thttp_resp_free(&r);
-    check_rows("evt-big", 0);
+    CHECK_ROWS(db, "evt-big", 0);
 
     /* 60 KiB is under the limit, chunked or not */
     req.body = fits;
     req.len = strlen(fits);
     thttp_do(&req, &r);
-    check_202(&r, "evt-fits", "evt-fits", false);
+    CHECK_ACCEPTED(&r, "evt-fits", "evt-fits", false);
     accepted++;
     thttp_resp_free(&r);
     free(body);
@@ -358,13 +324,13 @@ static void test_size_boundary(void)
     snprintf(url, sizeof url, "%s/v1/payments", api.url);
     /* 64 KiB exactly is not "over 64 KiB" */
     tapi_post(&api, max, NULL, &r);
-    check_202(&r, "evt-64k", "evt-64k", false);
+    CHECK_ACCEPTED(&r, "evt-64k", "evt-64k", false);
     accepted++;
     thttp_resp_free(&r);
     req.body = max; /* chunked, the same bytes: a replay */
     req.len = strlen(max);
     thttp_do(&req, &r);
-    check_202(&r, "evt-64k", "evt-64k", true);
+    CHECK_ACCEPTED(&r, "evt-64k", "evt-64k", true);
     replayed++;
     thttp_resp_free(&r);
     /* one byte more is */
@@ -374,7 +340,7 @@ static void test_size_boundary(void)
     thttp_do(&req, &r);
     CHECK_PROBLEM(&r, 413, "payload-too-large");
     thttp_resp_free(&r);
-    check_rows("evt-64k1", 0);
+    CHECK_ROWS(db, "evt-64k1", 0);
     free(max);
     free(over);
 }
@@ -389,7 +355,7 @@ static void test_too_large_without_expect(void)
     tapi_post(&api, body, no_expect, &r);
     CHECK_PROBLEM(&r, 413, "payload-too-large");
     thttp_resp_free(&r);
-    check_rows("evt-big2", 0);
+    CHECK_ROWS(db, "evt-big2", 0);
     free(body);
 }
 
@@ -433,7 +399,7 @@ static void test_validation_errors(void)
         tcheck_context_clear();
     }
     thttp_resp_free(&r);
-    check_rows("evt-bad", 0);
+    CHECK_ROWS(db, "evt-bad", 0);
 }
 
 /*
@@ -545,10 +511,10 @@ static void test_idempotency_key_header(void)
     CHECK(has_pointer(&r, "/event_id"));
     CHECK_INT(json_array_size(json_object_get(r.json, "errors")), 1);
     thttp_resp_free(&r);
-    check_rows("evt-ik2", 0);
+    CHECK_ROWS(db, "evt-ik2", 0);
 
     tapi_post(&api, body, same, &r);
-    check_202(&r, "evt-ik", "pay-ik", false);
+    CHECK_ACCEPTED(&r, "evt-ik", "pay-ik", false);
     accepted++;
     thttp_resp_free(&r);
     free(body);
@@ -582,10 +548,19 @@ static void expect_401_at(int line, const char *method, const char *path, const 
 }
 #define expect_401(m, p, a) expect_401_at(__LINE__, (m), (p), (a))
 
+/* get_200 - GET @path of the shared API with no token into @r (thttp_resp_free()): a 200. */
+static bool get_200_at(int line, const char *path, thttp_resp *r)
+{
+    thttp_get(api.url, path, NULL, r);
+    return tcheck_int(__FILE__, line, path, r->status, 200);
+}
+#define get_200(path, r) get_200_at(__LINE__, (path), (r))
+
 static void test_authentication(void)
 {
     static const char api_auth[] = "Bearer " TAPI_TOKEN;
     static const char admin_auth[] = "Bearer " TAPI_ADMIN_TOKEN;
+    static const char *const open_paths[] = {"/healthz", "/readyz", "/metrics"};
     char prefix[64];
     thttp_resp r;
 
@@ -611,15 +586,10 @@ static void test_authentication(void)
     thttp_resp_free(&r);
 
     /* health and metrics need no token */
-    thttp_get(api.url, "/healthz", NULL, &r);
-    CHECK_INT(r.status, 200);
-    thttp_resp_free(&r);
-    thttp_get(api.url, "/readyz", NULL, &r);
-    CHECK_INT(r.status, 200);
-    thttp_resp_free(&r);
-    thttp_get(api.url, "/metrics", NULL, &r);
-    CHECK_INT(r.status, 200);
-    thttp_resp_free(&r);
+    for (size_t i = 0; i < sizeof open_paths / sizeof open_paths[0]; i++) {
+        get_200(open_paths[i], &r);
+        thttp_resp_free(&r);
+    }
 }
 
 /* @method @path answers 405 method-not-allowed with "Allow: @allow". */
@@ -639,20 +609,24 @@ static void check_405_at(int line, const char *method, const char *path, const c
 static void test_not_found_and_method(void)
 {
     static const char api_auth[] = "Bearer " TAPI_TOKEN;
+    /* GETs that find nothing: no route (without a token too), no payment, a bad id */
+    static const struct {
+        const char *path, *auth;
+    } missing[] = {
+        {"/nope", NULL},
+        {"/v1/payments/pay-unknown", api_auth},
+        {"/v1/payments/bad%20id", api_auth},
+        {"/v1/elsewhere", api_auth},
+    };
     thttp_resp r;
 
-    request_with("GET", "/nope", NULL, &r);
-    CHECK_PROBLEM(&r, 404, "not-found");
-    thttp_resp_free(&r);
-    request_with("GET", "/v1/payments/pay-unknown", api_auth, &r);
-    CHECK_PROBLEM(&r, 404, "not-found");
-    thttp_resp_free(&r);
-    request_with("GET", "/v1/payments/bad%20id", api_auth, &r);
-    CHECK_PROBLEM(&r, 404, "not-found");
-    thttp_resp_free(&r);
-    request_with("GET", "/v1/elsewhere", api_auth, &r);
-    CHECK_PROBLEM(&r, 404, "not-found");
-    thttp_resp_free(&r);
+    for (size_t i = 0; i < sizeof missing / sizeof missing[0]; i++) {
+        request_with("GET", missing[i].path, missing[i].auth, &r);
+        tcheck_context("GET %s", missing[i].path);
+        CHECK_PROBLEM(&r, 404, "not-found");
+        tcheck_context_clear();
+        thttp_resp_free(&r);
+    }
 
     check_405_at(__LINE__, "DELETE", "/v1/payments", api_auth, "POST");
     check_405_at(__LINE__, "GET", "/v1/payments", api_auth, "POST");
@@ -714,7 +688,7 @@ static void check_route(const json_t *sent, const char *method, const char *deci
     json_object_set_new(o, "decision", json_string(decision));
     text = json_dumps(o, JSON_COMPACT);
     tapi_post(&api, text, headers, &r);
-    check_202(&r, event_id, payment_id, false);
+    CHECK_ACCEPTED(&r, event_id, payment_id, false);
     accepted++;
     thttp_resp_free(&r);
     snprintf(sql, sizeof sql, "SELECT routing_key FROM outbox WHERE event_id = '%s'", event_id);
@@ -762,16 +736,13 @@ static void test_health_and_metrics(void)
 {
     thttp_resp r;
 
-    thttp_get(api.url, "/healthz", NULL, &r);
-    CHECK_INT(r.status, 200);
+    get_200("/healthz", &r);
     CHECK_STR(thttp_header(&r, "Content-Type"), "application/json");
     thttp_resp_free(&r);
-    thttp_get(api.url, "/readyz", NULL, &r);
-    CHECK_INT(r.status, 200);
+    get_200("/readyz", &r);
     thttp_resp_free(&r);
 
-    thttp_get(api.url, "/metrics", NULL, &r);
-    CHECK_INT(r.status, 200);
+    get_200("/metrics", &r);
     CHECK_CONTAINS(thttp_header(&r, "Content-Type"), "text/plain");
     CHECK_CONTAINS(r.body, "# TYPE paygw_api_accepted_total counter\n");
     CHECK_INT((long long)tapi_metric(r.body, "paygw_api_accepted_total"), accepted);
@@ -819,12 +790,12 @@ static void test_request_in_flight(void)
         thttp_resp_free(&r);
     }
     pthread_join(t, NULL);
-    check_202(&first.r, "evt-slow", "pay-slow", false);
+    CHECK_ACCEPTED(&first.r, "evt-slow", "pay-slow", false);
     thttp_resp_free(&first.r);
     post_payment(&b, "evt-slow", "pay-slow", &r); /* now it is an ordinary replay */
-    check_202(&r, "evt-slow", "pay-slow", true);
+    CHECK_ACCEPTED(&r, "evt-slow", "pay-slow", true);
     thttp_resp_free(&r);
-    check_rows("evt-slow", 1);
+    CHECK_ROWS(db, "evt-slow", 1);
 
     /* SIGTERM with a request in flight: it is finished and answered, then exit 0 */
     {
@@ -839,9 +810,9 @@ static void test_request_in_flight(void)
         CHECK(tproc_log_count(b.proc, "event=failpoint_sleep") > sleeps);
         tproc_signal(b.proc, SIGTERM);
         pthread_join(t, NULL);
-        check_202(&last.r, "evt-term", "pay-term", false);
+        CHECK_ACCEPTED(&last.r, "evt-term", "pay-term", false);
         thttp_resp_free(&last.r);
-        check_rows("evt-term", 1);
+        CHECK_ROWS(db, "evt-term", 1);
         CHECK_INT(tproc_wait_exit(b.proc, 10000), 0); /* within the contract's 10 s */
     }
     tapi_stop(&b);
@@ -885,13 +856,13 @@ static void test_backpressure(void)
     for (int n = 0; n < 3; n++) {
         snprintf(event, sizeof event, "evt-bp-%d", n);
         post_payment(&c, event, event, &r);
-        check_202(&r, event, event, false);
+        CHECK_ACCEPTED(&r, event, event, false);
         thttp_resp_free(&r);
     }
     /* 3 pending is not above 3: still accepted */
     if (wait_backlog(&c, 3)) {
         post_payment(&c, "evt-bp-3", "evt-bp-3", &r);
-        check_202(&r, "evt-bp-3", "evt-bp-3", false);
+        CHECK_ACCEPTED(&r, "evt-bp-3", "evt-bp-3", false);
         thttp_resp_free(&r);
     }
     /* 4 pending is: refused with back-pressure, nothing written */
@@ -920,33 +891,35 @@ static void test_backpressure(void)
     tdb_drop(bdb);
 }
 
+/* the tests that share one API */
+static void with_api(void)
+{
+    TRUN(test_accept_and_replay);
+    TRUN(test_key_reused);
+    TRUN(test_payment_already_decided);
+    TRUN(test_malformed);
+    TRUN(test_media_type);
+    TRUN(test_too_large);
+    TRUN(test_too_large_without_expect);
+    TRUN(test_size_boundary);
+    TRUN(test_validation_errors);
+    TRUN(test_boundaries_are_storable);
+    TRUN(test_idempotency_key_header);
+    TRUN(test_authentication);
+    TRUN(test_not_found_and_method);
+    TRUN(test_get_payment);
+    TRUN(test_outbox_row);
+    TRUN(test_health_and_metrics);
+}
+
+static void run(void)
+{
+    tapi_with(&api, "accept-api", db, with_api);
+    TRUN(test_request_in_flight); /* these start APIs of their own */
+    TRUN(test_backpressure);
+}
+
 int main(void)
 {
-    int rc = tapi_test_init(&db);
-
-    if (rc != 0)
-        return rc == 77 ? 77 : tcheck_summary("test_accept");
-    if (CHECK(tapi_start(&api, "accept-api", tdb_url(db), NULL))) {
-        TRUN(test_accept_and_replay);
-        TRUN(test_key_reused);
-        TRUN(test_payment_already_decided);
-        TRUN(test_malformed);
-        TRUN(test_media_type);
-        TRUN(test_too_large);
-        TRUN(test_too_large_without_expect);
-        TRUN(test_size_boundary);
-        TRUN(test_validation_errors);
-        TRUN(test_boundaries_are_storable);
-        TRUN(test_idempotency_key_header);
-        TRUN(test_authentication);
-        TRUN(test_not_found_and_method);
-        TRUN(test_get_payment);
-        TRUN(test_outbox_row);
-        TRUN(test_health_and_metrics);
-        tapi_stop(&api);
-    }
-    TRUN(test_request_in_flight);
-    TRUN(test_backpressure);
-    tapi_test_cleanup(db);
-    return tcheck_summary("test_accept");
+    return tapi_main("test_accept", &db, NULL, NULL, run);
 }

@@ -24,10 +24,10 @@
 #include "tests/support/tcheck.h"
 #include "tests/support/tdb.h"
 
-#define BATCHES 400
-#define MAX_ITEMS 12
-#define EVENTS 10
-#define PAYMENTS 7
+#define BATCHES    400
+#define MAX_ITEMS  12
+#define EVENTS     10
+#define PAYMENTS   7
 #define GENERATION 25 /* batches per set of ids: fresh ids keep "accepted" coming */
 
 /* ---- accept ---------------------------------------------------------------------------- */
@@ -76,8 +76,8 @@ static void print_rows(PGresult *res, row_printer *print, char *out, size_t cap,
  * run_batch - @sql with the items @arr (stolen) as $1 in one transaction, the
  * way the programs call it: one line per item into @out, or "error".
  */
-static void run_batch(PGconn *c, const char *sql, json_t *arr, int n, row_printer *print,
-                      char *out, size_t cap)
+static void run_batch(PGconn *c, const char *sql, json_t *arr, int n, row_printer *print, char *out,
+                      size_t cap)
 {
     char *text = json_dumps(arr, JSON_COMPACT);
     const char *params[1] = {text};
@@ -127,8 +127,7 @@ static bool run_row(PGconn *c, const char *sql, int nparams, const char *const *
  * same_batch - both sides answered alike and wrote alike (@state_of describes
  * what a database holds); false when the answers differ.
  */
-static bool same_batch(tdb *a, tdb *b, const char *got, const char *want,
-                       char *(*state_of)(tdb *))
+static bool same_batch(tdb *a, tdb *b, const char *got, const char *want, char *(*state_of)(tdb *))
 {
     char *sa, *sb;
 
@@ -183,12 +182,11 @@ static void random_accept_item(accept_item *it, int gen, int e)
 
 static json_t *item_json(const accept_item *it)
 {
-    return json_pack("{s:s,s:s,s:s,s:s,s:I,s:s,s:s,s:s,s:s,s:s,s:s,s:s}", "event_id",
-                     it->event_id, "payment_id", it->payment_id, "method", it->method,
-                     "decision", it->decision, "amount_cents", (json_int_t)1234, "currency",
-                     it->currency, "payee_bank", "001", "payee_account", "12345-6", "fingerprint",
-                     it->fingerprint, "body", it->body, "response", it->response, "decided_at",
-                     "2026-11-30T12:00:00Z");
+    return json_pack("{s:s,s:s,s:s,s:s,s:I,s:s,s:s,s:s,s:s,s:s,s:s,s:s}", "event_id", it->event_id,
+                     "payment_id", it->payment_id, "method", it->method, "decision", it->decision,
+                     "amount_cents", (json_int_t)1234, "currency", it->currency, "payee_bank",
+                     "001", "payee_account", "12345-6", "fingerprint", it->fingerprint, "body",
+                     it->body, "response", it->response, "decided_at", "2026-11-30T12:00:00Z");
 }
 
 /* "outcome|response" */
@@ -216,9 +214,10 @@ static void accept_row_by_row(PGconn *c, const accept_item *items, int n, char *
     exec_ok(c, "BEGIN");
     for (int i = 0; i < n; i++) {
         const accept_item *it = &items[i];
-        const char *params[] = {it->event_id, it->payment_id, it->method, it->decision,
-                                "1234", it->currency, "001", "12345-6", "2026-11-30T12:00:00Z",
-                                it->fingerprint, it->body, NULL, it->response};
+        const char *params[] = {
+            it->event_id, it->payment_id, it->method,  it->decision,           "1234",
+            it->currency, "001",          "12345-6",   "2026-11-30T12:00:00Z", it->fingerprint,
+            it->body,     NULL,           it->response};
         bool ok = run_row(
             c,
             "SELECT 0, outcome, response_body FROM accept_payment($1, $2, $3, $4, $5::bigint, "
@@ -265,7 +264,8 @@ static char *accept_state_of(tdb *db)
         "(SELECT string_agg(payment_id || ':' || event_id || ':' || method || ':' || decision "
         "  || ':' || coalesce(encode(fingerprint, 'hex'), '-'), ',' ORDER BY payment_id) "
         "  FROM payments), "
-        "(SELECT string_agg(event_id || ':' || payment_id || ':' || routing_key || ':' || body, ',' "
+        "(SELECT string_agg(event_id || ':' || payment_id || ':' || routing_key || ':' || body, "
+        "',' "
         "  ORDER BY id) FROM outbox), "
         "(SELECT string_agg(event_id || ':' || encode(fingerprint, 'hex') || ':' || payment_id "
         "  || ':' || response_body, ',' ORDER BY event_id) FROM idempotency_keys))",
@@ -347,7 +347,7 @@ out:
 /* ---- settle ---------------------------------------------------------------------------- */
 
 #define SETTLE_PAYMENTS 60 /* per generation; events up to SETTLE_EVENTS-1 have no payment */
-#define SETTLE_EVENTS 70
+#define SETTLE_EVENTS   70
 
 /* The payments of generation @gen, the same on both sides; every seventh dead-lettered. */
 static bool seed_payments(PGconn *c, int gen)
@@ -385,7 +385,9 @@ static void random_settle_item(settle_item *it, int gen, int e)
     snprintf(it->payment_id, sizeof it->payment_id, "g%d-spay-%d", gen,
              rand() % 10 == 0 ? rand() % SETTLE_PAYMENTS : e);
     snprintf(it->attempt, sizeof it->attempt, "%s",
-             rand() % 150 == 0 ? "99999999999" : rand() % 2 ? "1" : "2"); /* out of range: error */
+             rand() % 150 == 0 ? "99999999999"
+             : rand() % 2      ? "1"
+                               : "2"); /* out of range: error */
 }
 
 /* "outcome|1" when it has seconds (a settle), "outcome|0" otherwise */
@@ -478,11 +480,13 @@ out:
     tdb_drop(b);
 }
 
-int main(void)
+static void run(void)
 {
-    if (tdb_admin_url() == NULL)
-        return 77;
     TRUN(test_accept_same_as_row_by_row);
     TRUN(test_settle_same_as_row_by_row);
-    return tcheck_summary("batch_functions");
+}
+
+int main(void)
+{
+    return tdb_main("batch_functions", true, NULL, run); /* each test makes two databases */
 }

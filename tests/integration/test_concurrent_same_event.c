@@ -55,6 +55,13 @@ static bool type_is(const thttp_resp *r, const char *slug)
     return tl > sl && strcmp(type + tl - sl, slug) == 0 && type[tl - sl - 1] == '/';
 }
 
+/* unexpected - print client @i's answer @r, which no case expected; 1 (one more "other"). */
+static int unexpected(int i, const thttp_resp *r)
+{
+    fprintf(stderr, "client %d: status %ld body %s (curl: %s)\n", i, r->status, r->body, r->error);
+    return 1;
+}
+
 static void test_same_event(void)
 {
     client clients[CLIENTS];
@@ -76,9 +83,7 @@ static void test_same_event(void)
         } else if (r->status == 409 && type_is(r, "request-in-flight")) {
             in_flight++;
         } else {
-            other++;
-            fprintf(stderr, "client %d: status %ld body %s (curl: %s)\n", i, r->status, r->body,
-                    r->error);
+            other += unexpected(i, r);
         }
         if (r->status == 202) {
             CHECK_STR(thttp_json_str(r, "event_id"), "evt-race");
@@ -121,9 +126,7 @@ static void test_same_payment_many_events(void)
         } else if (r->status == 409 && type_is(r, "payment-already-decided")) {
             decided++;
         } else {
-            other++;
-            fprintf(stderr, "client %d: status %ld body %s (curl: %s)\n", i, r->status, r->body,
-                    r->error);
+            other += unexpected(i, r);
         }
     }
     printf("same payment: %d accepted, %d already decided, %d other\n", accepted, decided, other);
@@ -202,18 +205,14 @@ static void test_distinct_events(void)
     }
 }
 
+static void tests(void)
+{
+    TRUN(test_same_event);
+    TRUN(test_same_payment_many_events);
+    TRUN(test_distinct_events);
+}
+
 int main(void)
 {
-    int rc = tapi_test_init(&db);
-
-    if (rc != 0)
-        return rc == 77 ? 77 : tcheck_summary("test_concurrent_same_event");
-    if (CHECK(tapi_start(&api, "concurrent-api", tdb_url(db), NULL))) {
-        TRUN(test_same_event);
-        TRUN(test_same_payment_many_events);
-        TRUN(test_distinct_events);
-        tapi_stop(&api);
-    }
-    tapi_test_cleanup(db);
-    return tcheck_summary("test_concurrent_same_event");
+    return tapi_main("test_concurrent_same_event", &db, &api, "concurrent-api", tests);
 }

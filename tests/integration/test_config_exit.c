@@ -230,17 +230,16 @@ static void test_good_config_starts(void)
     free(url);
 }
 
-int main(void)
+static void run(void)
 {
-    int rc = tapi_test_init(&db);
-
-    if (rc != 0)
-        return rc == 77 ? 77 : tcheck_summary("test_config_exit");
     TRUN(test_every_bad_variable);
     TRUN(test_each_bad_variable);
     TRUN(test_tokens_never_logged);
     TRUN(test_schema);
     TRUN(test_good_config_starts);
-    tapi_test_cleanup(db);
-    return tcheck_summary("test_config_exit");
+}
+
+int main(void)
+{
+    return tapi_main("test_config_exit", &db, NULL, NULL, run);
 }

@@ -26,18 +26,12 @@ static void show(db_conn *db, const char *setting, const char *want)
     PQclear(res);
 }
 
-int main(void)
+static tdb *t;
+
+static void run(void)
 {
-    tdb *t;
     db_conn *db = NULL;
 
-    if (tdb_admin_url() == NULL) {
-        printf("SKIP: GW_TEST_PG_URL is not set\n");
-        return 77;
-    }
-    t = tdb_create(false);
-    if (!CHECK(t != NULL))
-        return tcheck_summary("test_db_session");
     if (CHECK(db_open(tdb_url(t), "test_db_session", NULL, 0, false, &db) == GW_OK)) {
         show(db, "statement_timeout", "5s");
         show(db, "idle_in_transaction_session_timeout", "1min");
@@ -53,6 +47,9 @@ int main(void)
         }
     }
     db_close(db);
-    tdb_drop(t);
-    return tcheck_summary("test_db_session");
+}
+
+int main(void)
+{
+    return tdb_main("test_db_session", false, &t, run);
 }

@@ -54,6 +54,17 @@ static long post(const char *body, thttp_resp *out)
     return out->status;
 }
 
+/* expect_key_reused - POST @body: a 422 problem "idempotency-key-reused". */
+static void expect_key_reused_at(int line, const char *body)
+{
+    thttp_resp r;
+
+    post(body, &r);
+    tapi_check_problem_at(__FILE__, line, &r, 422, "idempotency-key-reused");
+    thttp_resp_free(&r);
+}
+#define expect_key_reused(body) expect_key_reused_at(__LINE__, (body))
+
 static long post_std(const char *event_id, const char *payment_id, thttp_resp *out)
 {
     char *body = tapi_payment(event_id, payment_id);
@@ -161,16 +172,11 @@ static void test_other_content_is_key_reused(void)
 {
     char *amount = payment_with("evt-c", "pay-c", "amount_cents", json_integer(15001));
     char *no_payer = payment_with("evt-c", "pay-c", "payer", NULL);
-    thttp_resp r;
 
     /* was 409 payment-already-decided: the payment is this event's own */
-    post(amount, &r);
-    CHECK_PROBLEM(&r, 422, "idempotency-key-reused");
-    thttp_resp_free(&r);
+    expect_key_reused(amount);
     /* the payer is not a column, but the fingerprint on the payment row covers it */
-    post(no_payer, &r);
-    CHECK_PROBLEM(&r, 422, "idempotency-key-reused");
-    thttp_resp_free(&r);
+    expect_key_reused(no_payer);
     CHECK_INT(tdb_long(db, "SELECT amount_cents FROM payments WHERE event_id = 'evt-c'", NULL),
               15000);
     free(amount);
@@ -188,12 +194,8 @@ static void test_row_without_fingerprint(void)
     post_std("evt-d", "pay-d", &r);
     check_replay(&r, "pay-d", first_d);
     thttp_resp_free(&r);
-    post(amount, &r);
-    CHECK_PROBLEM(&r, 422, "idempotency-key-reused");
-    thttp_resp_free(&r);
-    post(bank, &r);
-    CHECK_PROBLEM(&r, 422, "idempotency-key-reused");
-    thttp_resp_free(&r);
+    expect_key_reused(amount);
+    expect_key_reused(bank);
     post_std("evt-d", "pay-d2", &r);
     CHECK_PROBLEM(&r, 422, "idempotency-key-reused");
     thttp_resp_free(&r);
@@ -242,22 +244,18 @@ static void test_unique_violation_is_definite(void)
     CHECK(tproc_log_contains(api.proc, "outbox_event_id_key"));
 }
 
+static void tests(void)
+{
+    TRUN(test_accept_then_expire);
+    TRUN(test_same_content_is_replay);
+    TRUN(test_other_payment_id_is_key_reused);
+    TRUN(test_other_content_is_key_reused);
+    TRUN(test_row_without_fingerprint);
+    TRUN(test_unexpired_and_decided_unchanged);
+    TRUN(test_unique_violation_is_definite);
+}
+
 int main(void)
 {
-    int rc = tapi_test_init(&db);
-
-    if (rc != 0)
-        return rc == 77 ? 77 : tcheck_summary("test_event_after_expiry");
-    if (CHECK(tapi_start(&api, "expiry-api", tdb_url(db), NULL))) {
-        TRUN(test_accept_then_expire);
-        TRUN(test_same_content_is_replay);
-        TRUN(test_other_payment_id_is_key_reused);
-        TRUN(test_other_content_is_key_reused);
-        TRUN(test_row_without_fingerprint);
-        TRUN(test_unexpired_and_decided_unchanged);
-        TRUN(test_unique_violation_is_definite);
-        tapi_stop(&api);
-    }
-    tapi_test_cleanup(db);
-    return tcheck_summary("test_event_after_expiry");
+    return tapi_main("test_event_after_expiry", &db, &api, "expiry-api", tests);
 }

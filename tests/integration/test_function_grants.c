@@ -111,17 +111,10 @@ static void test_call_refused(void)
     CHECK_INT(tdb_rows(db, "SELECT * FROM accept_batch('[]'::jsonb)", NULL), 0);
 }
 
-int main(void)
+static void run(void)
 {
     char sql[128];
 
-    if (tdb_admin_url() == NULL) {
-        fprintf(stderr, "GW_TEST_PG_URL is not set: skipped\n");
-        return 77;
-    }
-    db = tdb_create(true);
-    if (!CHECK(db != NULL))
-        return tcheck_summary("test_function_grants");
     /* roles are cluster-wide: a name of this process's own, dropped at the end */
     snprintf(nobody, sizeof nobody, "t_nogrant_%d", (int)getpid());
     snprintf(sql, sizeof sql, "CREATE ROLE %s NOLOGIN", nobody);
@@ -131,6 +124,9 @@ int main(void)
         snprintf(sql, sizeof sql, "DROP ROLE %s", nobody);
         CHECK(tdb_exec(db, sql, NULL));
     }
-    tdb_drop(db);
-    return tcheck_summary("test_function_grants");
+}
+
+int main(void)
+{
+    return tdb_main("test_function_grants", true, &db, run);
 }

@@ -33,7 +33,7 @@ static void run(bool json)
     const char *extra[] = {json ? "LOG_FORMAT=json" : "LOG_FORMAT=text", NULL};
     const char *headers[] = {"Authorization: Bearer " TAPI_TOKEN,
                              "X-Request-Id: rid\" forged_line=yes", NULL};
-    char url[512], *path = NULL, *log = NULL;
+    char url[512], *path = NULL;
     json_t *line = NULL;
     tapi a;
     thttp_resp r;
@@ -50,23 +50,13 @@ static void run(bool json)
                          5000));
     tapi_stop(&a);
 
-    log = tlog_read(path);
-    if (!CHECK(log != NULL))
-        goto out;
-    CHECK(tlog_check_lines(log, json, "forged_line") > 0);
-    line = tlog_find_event(log, json, "request_rejected");
-    if (CHECK(line != NULL)) {
-        if (json)
-            tlog_value_is(line, "path", decoded_json, sizeof decoded_json - 1);
-        else
-            tlog_value_is(line, "path", decoded, sizeof decoded - 1);
-        CHECK_STR(json_string_value(json_object_get(line, "level")), "info");
+    line = tlog_check_escaped(path, json, "request_rejected", "path", json ? decoded_json : decoded,
+                              json ? sizeof decoded_json - 1 : sizeof decoded - 1, "info");
+    if (line != NULL) {
         CHECK_STR(json_string_value(json_object_get(line, "method")), "GET");
         CHECK_STR(json_string_value(json_object_get(line, "status")), "404");
     }
-out:
     json_decref(line);
-    free(log);
     free(path);
     tcheck_context_clear();
 }
@@ -81,14 +71,13 @@ static void test_json(void)
     run(true);
 }
 
-int main(void)
+static void run_all(void)
 {
-    int rc = tapi_test_init(&db);
-
-    if (rc != 0)
-        return rc == 77 ? 77 : tcheck_summary("test_log_escape");
     TRUN(test_text);
     TRUN(test_json);
-    tapi_test_cleanup(db);
-    return tcheck_summary("test_log_escape");
+}
+
+int main(void)
+{
+    return tapi_main("test_log_escape", &db, NULL, NULL, run_all);
 }

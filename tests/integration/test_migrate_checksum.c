@@ -181,22 +181,19 @@ static void remove_copy(void)
     rmdir(dst_dir);
 }
 
-int main(void)
+static void run(void)
 {
     const char *root = getenv("GW_SOURCE_ROOT");
 
-    if (tdb_admin_url() == NULL) {
-        fprintf(stderr, "GW_TEST_PG_URL is not set: skipped\n");
-        return 77;
-    }
     snprintf(src_dir, sizeof src_dir, "%s/sql", root ? root : ".");
     snprintf(dst_dir, sizeof dst_dir, "%s/migrate_XXXXXX", tproc_tmpdir());
     if (!CHECK(list_sql(src_dir)) || !CHECK(mkdtemp(dst_dir) != NULL))
-        return tcheck_summary("test_migrate_checksum");
-    db = tdb_create(false);
-    if (CHECK(db != NULL))
-        TRUN(test_checksums);
-    tdb_drop(db);
+        return;
+    TRUN(test_checksums);
     remove_copy();
-    return tcheck_summary("test_migrate_checksum");
+}
+
+int main(void)
+{
+    return tdb_main("test_migrate_checksum", false, &db, run);
 }

@@ -15,20 +15,6 @@
 
 static tdb *db;
 
-static void check_rows_at(int line, const char *event_id, long long n)
-{
-    static const char *const tables[] = {"payments", "outbox", "idempotency_keys"};
-    char sql[128];
-
-    for (size_t i = 0; i < 3; i++) {
-        tcheck_context("line %d: %s rows of %s", line, tables[i], event_id);
-        snprintf(sql, sizeof sql, "SELECT count(*) FROM %s WHERE event_id = $1", tables[i]);
-        CHECK_INT(tdb_long(db, sql, event_id, NULL), n);
-    }
-    tcheck_context_clear();
-}
-#define check_rows(event_id, n) check_rows_at(__LINE__, (event_id), (n))
-
 static void test_failed_commit_is_503(void)
 {
     static const char *const fail[] = {"GATEWAY_FAILPOINTS=api.before_commit=error", NULL};
@@ -45,7 +31,7 @@ static void test_failed_commit_is_503(void)
         CHECK_PROBLEM(&r, 503, "service-unavailable");
         CHECK_RETRY_AFTER(&r);
         thttp_resp_free(&r);
-        check_rows("evt-err", 0);
+        CHECK_ROWS(db, "evt-err", 0);
     }
     CHECK_INT(tdb_long(db, "SELECT count(*) FROM payments", NULL), 0);
     CHECK_INT(tdb_long(db, "SELECT count(*) FROM outbox", NULL), 0);
@@ -81,7 +67,7 @@ static void test_crash_after_commit_then_replay(void)
     CHECK(tproc_log_contains(a.proc, "event=failpoint_exit"));
     tproc_free(a.proc);
     a.proc = NULL;
-    check_rows("evt-crash", 1); /* committed before the crash */
+    CHECK_ROWS(db, "evt-crash", 1); /* committed before the crash */
 
     /* the client retries with the same event against a healthy API: a replay */
     if (!CHECK(tapi_start(&a, "nocommit-restart", tdb_url(db), NULL))) {
@@ -89,14 +75,9 @@ static void test_crash_after_commit_then_replay(void)
         return;
     }
     tapi_post(&a, body, NULL, &r);
-    CHECK_INT(r.status, 202);
-    CHECK_STR(thttp_header(&r, "Idempotent-Replayed"), "true");
-    CHECK_STR(thttp_header(&r, "Location"), "/v1/payments/pay-crash");
-    CHECK_STR(thttp_json_str(&r, "event_id"), "evt-crash");
-    CHECK_STR(thttp_json_str(&r, "payment_id"), "pay-crash");
-    CHECK_STR(thttp_json_str(&r, "status"), "accepted");
+    CHECK_ACCEPTED(&r, "evt-crash", "pay-crash", true);
     thttp_resp_free(&r);
-    check_rows("evt-crash", 1);
+    CHECK_ROWS(db, "evt-crash", 1);
     tapi_get(&a, "/v1/payments/pay-crash", &r);
     CHECK_INT(r.status, 200);
     CHECK_STR(thttp_json_str(&r, "status"), "accepted");
@@ -105,14 +86,13 @@ static void test_crash_after_commit_then_replay(void)
     free(body);
 }
 
-int main(void)
+static void run(void)
 {
-    int rc = tapi_test_init(&db);
-
-    if (rc != 0)
-        return rc == 77 ? 77 : tcheck_summary("test_no_commit_no_202");
     TRUN(test_failed_commit_is_503);
     TRUN(test_crash_after_commit_then_replay);
-    tapi_test_cleanup(db);
-    return tcheck_summary("test_no_commit_no_202");
+}
+
+int main(void)
+{
+    return tapi_main("test_no_commit_no_202", &db, NULL, NULL, run);
 }

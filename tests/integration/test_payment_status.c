@@ -512,12 +512,8 @@ static void test_every_writer_asks_the_owner(void)
     tcheck_context_clear();
 }
 
-int main(void)
+static void run_all(void)
 {
-    if (tdb_admin_url() == NULL)
-        return 77;
-    if ((db = tdb_create(true)) == NULL)
-        return 1;
     conn = PQconnectdb(tdb_url(db));
     if (PQstatus(conn) != CONNECTION_OK) {
         FAIL("connect: %s", PQerrorMessage(conn));
@@ -529,6 +525,9 @@ int main(void)
         TRUN(test_every_writer_asks_the_owner);
     }
     PQfinish(conn);
-    tdb_drop(db);
-    return tcheck_summary("payment_status");
+}
+
+int main(void)
+{
+    return tdb_main("payment_status", true, &db, run_all);
 }

@@ -50,6 +50,23 @@ void tapi_test_cleanup(tdb *db)
     thttp_global_cleanup();
 }
 
+int tapi_main(const char *name, tdb **db, tapi *api, const char *label, void (*run)(void))
+{
+    int rc = tapi_test_init(db);
+
+    if (rc == 77)
+        return 77;
+    if (rc == 0) {
+        if (api != NULL)
+            tapi_with(api, label, *db, run);
+        else
+            run();
+        tapi_test_cleanup(*db);
+        *db = NULL;
+    }
+    return tcheck_summary(name);
+}
+
 const char *tapi_amqp_url(void)
 {
     const char *u = getenv("GW_TEST_AMQP_URL");
@@ -108,6 +125,14 @@ bool tapi_start(tapi *a, const char *label, const char *db_url, const char *cons
     snprintf(a->url, sizeof a->url, "http://127.0.0.1:%d", a->port);
     a->failures_at_start = tcheck_failures();
     return true;
+}
+
+void tapi_with(tapi *a, const char *label, const tdb *db, void (*run)(void))
+{
+    if (CHECK(tapi_start(a, label, tdb_url(db), NULL))) {
+        run();
+        tapi_stop(a);
+    }
 }
 
 int tapi_stop(tapi *a)
@@ -205,4 +230,39 @@ double tapi_metric(const char *text, const char *name)
             return strtod(line + n + 1, NULL);
     }
     return -1;
+}
+
+void tapi_check_accepted_at(const char *file, int line, const thttp_resp *r, const char *event_id,
+                            const char *payment_id, bool replay)
+{
+    char location[128];
+
+    tcheck_context("%s:%d: 202 for %s", file, line, event_id);
+    snprintf(location, sizeof location, "/v1/payments/%s", payment_id);
+    if (!CHECK_INT(r->status, 202))
+        fprintf(stderr, "    body: %s (curl: %s)\n", r->body, r->error);
+    CHECK_STR(thttp_header(r, "Content-Type"), "application/json");
+    CHECK_STR(thttp_header(r, "Location"), location);
+    CHECK_STR(thttp_json_str(r, "event_id"), event_id);
+    CHECK_STR(thttp_json_str(r, "payment_id"), payment_id);
+    CHECK_STR(thttp_json_str(r, "status"), "accepted");
+    CHECK_INT(json_object_size(r->json), 3);
+    if (replay)
+        CHECK_STR(thttp_header(r, "Idempotent-Replayed"), "true");
+    else
+        CHECK(thttp_header(r, "Idempotent-Replayed") == NULL);
+    tcheck_context_clear();
+}
+
+void tapi_check_rows_at(const char *file, int line, tdb *db, const char *event_id, long long n)
+{
+    static const char *const tables[] = {"payments", "outbox", "idempotency_keys"};
+    char sql[128];
+
+    for (size_t i = 0; i < sizeof tables / sizeof tables[0]; i++) {
+        tcheck_context("%s:%d: %s rows of %s", file, line, tables[i], event_id);
+        snprintf(sql, sizeof sql, "SELECT count(*) FROM %s WHERE event_id = $1", tables[i]);
+        CHECK_INT(tdb_long(db, sql, event_id, NULL), n);
+    }
+    tcheck_context_clear();
 }

@@ -36,6 +36,14 @@ const char *tapi_bin(void);
 int tapi_test_init(tdb **db);
 void tapi_test_cleanup(tdb *db);
 
+/*
+ * tapi_main - the whole main() of a test of payments-api: tapi_test_init(@db),
+ * @run when ready, tapi_test_cleanup(); 77 when skipped, else the summary of
+ * @name (a database that could not be made is a failure). With an @api, @run
+ * runs inside tapi_with(@api, @label).
+ */
+int tapi_main(const char *name, tdb **db, tapi *api, const char *label, void (*run)(void));
+
 /* tapi_amqp_url - $GW_TEST_AMQP_URL or TAPI_DEFAULT_AMQP_URL; the API only checks its syntax. */
 const char *tapi_amqp_url(void);
 
@@ -52,6 +60,12 @@ const char **tapi_env(const char *db_url, const char *const *extra);
  * (15 s) for its listening port. False (after printing the log tail) on failure.
  */
 bool tapi_start(tapi *a, const char *label, const char *db_url, const char *const *extra);
+
+/*
+ * tapi_with - tapi_start(@a, @label) on @db with no extra environment
+ * (CHECKed), @run when it started, then tapi_stop(@a).
+ */
+void tapi_with(tapi *a, const char *label, const tdb *db, void (*run)(void));
 
 /*
  * tapi_stop - SIGTERM and wait (12 s); checks the exit status is 0 (a graceful
@@ -79,6 +93,20 @@ bool tapi_check_problem_at(const char *file, int line, const thttp_resp *r, long
                            const char *slug);
 #define CHECK_PROBLEM(r, status, slug)                                                             \
     tapi_check_problem_at(__FILE__, __LINE__, (r), (status), (slug))
+
+/*
+ * CHECK_ACCEPTED - @r is the 202 of a payment accepted for @event_id and
+ * @payment_id: JSON, Location, the three members, and Idempotent-Replayed
+ * "true" when @replay, absent when not (eight checks).
+ */
+#define CHECK_ACCEPTED(r, event_id, payment_id, replay)                                            \
+    tapi_check_accepted_at(__FILE__, __LINE__, (r), (event_id), (payment_id), (replay))
+void tapi_check_accepted_at(const char *file, int line, const thttp_resp *r, const char *event_id,
+                            const char *payment_id, bool replay);
+
+/* CHECK_ROWS - @db has @n rows of @event_id in payments, outbox and idempotency_keys (three). */
+#define CHECK_ROWS(db, event_id, n) tapi_check_rows_at(__FILE__, __LINE__, (db), (event_id), (n))
+void tapi_check_rows_at(const char *file, int line, tdb *db, const char *event_id, long long n);
 
 /* CHECK_RETRY_AFTER - @r has a Retry-After header of a positive number of seconds. */
 bool tapi_check_retry_after_at(const char *file, int line, const thttp_resp *r);

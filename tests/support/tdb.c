@@ -156,6 +156,22 @@ tdb *tdb_create(bool migrate)
     return db;
 }
 
+int tdb_main(const char *name, bool migrate, tdb **db, void (*run)(void))
+{
+    if (tdb_admin_url() == NULL) {
+        printf("SKIP: GW_TEST_PG_URL is not set\n");
+        return 77;
+    }
+    if (db == NULL) {
+        run();
+    } else if (CHECK((*db = tdb_create(migrate)) != NULL)) {
+        run();
+        tdb_drop(*db);
+        *db = NULL;
+    }
+    return tcheck_summary(name);
+}
+
 const char *tdb_url(const tdb *db)
 {
     return db->url;

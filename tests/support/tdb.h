@@ -49,6 +49,14 @@ bool tdb_exec(tdb *db, const char *sql, ...) __attribute__((sentinel));
 bool tdb_check_at(const char *file, int line, tdb *db, const char *sql, const char *want,
                   bool contains);
 
+/*
+ * tdb_main - the whole main() of a test on a database of its own: 77 (SKIP,
+ * the line printed) without GW_TEST_PG_URL; otherwise tdb_create(@migrate)
+ * into *@db (CHECKed), @run when it was made, tdb_drop(), then the summary of
+ * @name. A NULL @db makes no database: @run makes its own.
+ */
+int tdb_main(const char *name, bool migrate, tdb **db, void (*run)(void));
+
 /* tdb_drop - drop the database (best effort, WITH (FORCE) on PostgreSQL 13+) and free. NULL ok. */
 void tdb_drop(tdb *db);
 

@@ -262,3 +262,21 @@ bool tlog_value_is(const json_t *line, const char *key, const char *want, size_t
     }
     return true;
 }
+
+json_t *tlog_check_escaped(const char *path, bool json, const char *event, const char *key,
+                           const char *want, size_t n, const char *level)
+{
+    char *log = tlog_read(path);
+    json_t *line = NULL;
+
+    if (!CHECK(log != NULL))
+        return NULL;
+    CHECK(tlog_check_lines(log, json, "forged_line") > 0);
+    line = tlog_find_event(log, json, event);
+    if (CHECK(line != NULL)) {
+        tlog_value_is(line, key, want, n);
+        CHECK_STR(json_string_value(json_object_get(line, "level")), level);
+    }
+    free(log);
+    return line;
+}

@@ -35,4 +35,13 @@ json_t *tlog_find_event(const char *log, bool json, const char *event);
 /* tlog_value_is - member @key of @line is exactly the @n bytes @want. */
 bool tlog_value_is(const json_t *line, const char *key, const char *want, size_t n);
 
+/*
+ * tlog_check_escaped - the checks of a log-escape test on the log at @path:
+ * it reads, its lines all parse with no member "forged_line" (at least one
+ * line), and its first @event line has @key exactly the @n bytes @want and
+ * level @level. That line (new, json_decref()) for more checks, or NULL.
+ */
+json_t *tlog_check_escaped(const char *path, bool json, const char *event, const char *key,
+                           const char *want, size_t n, const char *level);
+
 #endif

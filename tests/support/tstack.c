@@ -55,6 +55,35 @@ int tstack_run(const char *verb, const char *what)
     return status;
 }
 
+/* stack_argv - "$GW_STACK" then @args (NULL-terminated, fewer than 15) into @argv. */
+static void stack_argv(const char *stack, const char *const *args, const char *argv[16])
+{
+    int n = 0;
+
+    argv[n++] = stack;
+    for (; args[n - 1] != NULL && n < 15; n++)
+        argv[n] = args[n - 1];
+    argv[n] = NULL;
+}
+
+/*
+ * fork_piped - fork() with the pipe @fds open in both: the parent closes the
+ * child's end @fds[@child_end], and on failure its own end too. fork()'s result.
+ */
+static pid_t fork_piped(int fds[2], int child_end)
+{
+    pid_t pid;
+
+    fflush(NULL);
+    pid = fork();
+    if (pid == 0)
+        return 0;
+    close(fds[child_end]);
+    if (pid < 0)
+        close(fds[1 - child_end]);
+    return pid;
+}
+
 pid_t tstack_guard_start(const char *what, int *done_fd)
 {
     const char *args[] = {"start", what, NULL};
@@ -66,18 +95,14 @@ pid_t tstack_guard_cmd(const char *const *args, int *done_fd)
 {
     const char *stack = tstack_bin();
     const char *argv[16];
-    int fds[2], n = 0;
+    int fds[2];
     pid_t pid;
 
     *done_fd = -1;
-    argv[n++] = stack;
-    for (; args[n - 1] != NULL && n < 15; n++)
-        argv[n] = args[n - 1];
-    argv[n] = NULL;
+    stack_argv(stack, args, argv);
     if (stack == NULL || pipe2(fds, O_CLOEXEC) != 0)
         return -1;
-    fflush(NULL);
-    pid = fork();
+    pid = fork_piped(fds, 0);
     if (pid == 0) {
         char c;
         ssize_t r;
@@ -94,11 +119,8 @@ pid_t tstack_guard_cmd(const char *const *args, int *done_fd)
         execv(stack, (char *const *)argv);
         _exit(127);
     }
-    close(fds[0]);
-    if (pid < 0) {
-        close(fds[1]);
+    if (pid < 0)
         return -1;
-    }
     *done_fd = fds[1];
     return pid;
 }
@@ -118,7 +140,7 @@ int tstack_capture(const char *const *args, char *out, size_t len)
     const char *stack = tstack_bin();
     const char *argv[16];
     size_t got = 0;
-    int fds[2], n = 0;
+    int fds[2];
     pid_t pid;
 
     if (out != NULL)
@@ -127,14 +149,10 @@ int tstack_capture(const char *const *args, char *out, size_t len)
         fprintf(stderr, "tstack: GW_STACK is not set\n");
         return -1;
     }
-    argv[n++] = stack;
-    for (; args[n - 1] != NULL && n < 15; n++)
-        argv[n] = args[n - 1];
-    argv[n] = NULL;
+    stack_argv(stack, args, argv);
     if (pipe(fds) != 0)
         return -1;
-    fflush(NULL);
-    pid = fork();
+    pid = fork_piped(fds, 1);
     if (pid == 0) {
         dup2(fds[1], 1);
         close(fds[0]);
@@ -142,11 +160,8 @@ int tstack_capture(const char *const *args, char *out, size_t len)
         execv(stack, (char *const *)argv);
         _exit(127);
     }
-    close(fds[1]);
-    if (pid < 0) {
-        close(fds[0]);
+    if (pid < 0)
         return -1;
-    }
     for (;;) {
         char buf[256];
         ssize_t r = read(fds[0], buf, sizeof buf);

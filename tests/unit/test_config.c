@@ -80,6 +80,22 @@ static void test_defaults(void)
     CHECK(c.failpoints == NULL);
 }
 
+/* A value for every variable but AMQP_CACERT (a file made by the test). */
+static const char *const every_var[][2] = {
+    {"COMMIT_THREADS", "3"},
+    {"API_LISTEN", "0.0.0.0:9000"},
+    {"METRICS_LISTEN", "127.0.0.1:9100"},
+    {"WORKER_PREFETCH", "5"},
+    {"RETRY_DELAYS_MS", "100,200,300"},
+    {"QUEUE_TYPE", "quorum"},
+    {"OUTBOX_MAX_BACKLOG", "3"},
+    {"OUTBOX_RETENTION_HOURS", "48"},
+    {"BANK_SIM_RULES", "001/*:down"},
+    {"LOG_LEVEL", "debug"},
+    {"LOG_FORMAT", "json"},
+    {"GATEWAY_FAILPOINTS", "api.before_commit=error"},
+};
+
 static void test_values_are_read(void)
 {
     gw_config c;
@@ -92,18 +108,8 @@ static void test_values_are_read(void)
     close(fd);
     reset_env();
     setenv("AMQP_CACERT", ca, 1);
-    setenv("COMMIT_THREADS", "3", 1);
-    setenv("API_LISTEN", "0.0.0.0:9000", 1);
-    setenv("METRICS_LISTEN", "127.0.0.1:9100", 1);
-    setenv("WORKER_PREFETCH", "5", 1);
-    setenv("RETRY_DELAYS_MS", "100,200,300", 1);
-    setenv("QUEUE_TYPE", "quorum", 1);
-    setenv("OUTBOX_MAX_BACKLOG", "3", 1);
-    setenv("OUTBOX_RETENTION_HOURS", "48", 1);
-    setenv("BANK_SIM_RULES", "001/*:down", 1);
-    setenv("LOG_LEVEL", "debug", 1);
-    setenv("LOG_FORMAT", "json", 1);
-    setenv("GATEWAY_FAILPOINTS", "api.before_commit=error", 1);
+    for (size_t i = 0; i < sizeof every_var / sizeof every_var[0]; i++)
+        setenv(every_var[i][0], every_var[i][1], 1);
     CHECK_INT(load(ALL, &c, errs, sizeof errs), 0);
     CHECK_STR(errs, "");
     CHECK_STR(c.api_listen.host, "0.0.0.0");
@@ -275,24 +281,27 @@ static void test_retry_delays(void)
 {
     static const int d1[] = {1000, 5000}, d2[] = {250}, d3[] = {1, 3600000},
                      d8[] = {1, 2, 3, 4, 5, 6, 7, 8};
+    static const char *const bad[] = {
+        "1,2,3,4,5,6,7,8,9", /* more steps than CONFIG_MAX_RETRY_STEPS */
+        "",
+        "0",
+        "3600001",
+        "-1000",
+        "1000,",
+        ",1000",
+        "1000,,5000",
+        "1000;5000",
+        "1000 ,5000",
+        "1s,5s",
+        "abc",
+        "99999999999999999999"};
 
     expect_delays("1000,5000", 2, d1);
     expect_delays("250", 1, d2);
     expect_delays("1,3600000", 2, d3);
     expect_delays("1,2,3,4,5,6,7,8", 8, d8);
-    expect_delays("1,2,3,4,5,6,7,8,9", -1, NULL); /* more steps than CONFIG_MAX_RETRY_STEPS */
-    expect_delays("", -1, NULL);
-    expect_delays("0", -1, NULL);
-    expect_delays("3600001", -1, NULL);
-    expect_delays("-1000", -1, NULL);
-    expect_delays("1000,", -1, NULL);
-    expect_delays(",1000", -1, NULL);
-    expect_delays("1000,,5000", -1, NULL);
-    expect_delays("1000;5000", -1, NULL);
-    expect_delays("1000 ,5000", -1, NULL);
-    expect_delays("1s,5s", -1, NULL);
-    expect_delays("abc", -1, NULL);
-    expect_delays("99999999999999999999", -1, NULL);
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+        expect_delays(bad[i], -1, NULL);
 }
 
 static void expect_listen(const char *s, const char *host, int port)

@@ -81,15 +81,21 @@ static bool check_lines(const char *log, bool json, int want)
     return CHECK_INT(tlog_check_lines(log, json, "forged_line"), want);
 }
 
+/* begin_rejected - log at info in @format, start the capture, log a request_rejected of hostile. */
+static void begin_rejected(log_format format)
+{
+    log_init("test", LOG_INFO, format);
+    capture_begin();
+    log_info("request_rejected", "request_id=%s method=%s path=%s status=%d problem=%s", "abc",
+             "GET", hostile, 404, "not-found");
+}
+
 static void test_text_request_path(void)
 {
     json_t *line;
     char *log;
 
-    log_init("test", LOG_INFO, LOG_FORMAT_TEXT);
-    capture_begin();
-    log_info("request_rejected", "request_id=%s method=%s path=%s status=%d problem=%s", "abc",
-             "GET", hostile, 404, "not-found");
+    begin_rejected(LOG_FORMAT_TEXT);
     log = capture_end();
     check_lines(log, false, 1);
     CHECK_CONTAINS(log, " level=info program=test event=request_rejected request_id=abc ");
@@ -192,10 +198,7 @@ static void test_json(void)
     json_t *line;
     char *log;
 
-    log_init("test", LOG_INFO, LOG_FORMAT_JSON);
-    capture_begin();
-    log_info("request_rejected", "request_id=%s method=%s path=%s status=%d problem=%s", "abc",
-             "GET", hostile, 404, "not-found");
+    begin_rejected(LOG_FORMAT_JSON);
     log_warn("delivery_invalid", "message_id=\"%s\" delivery_tag=%llu bytes=%zu", hostile_id, 7ULL,
              (size_t)42);
     log_error("schema_missing", "want=%d hint=\"run scripts/migrate\"", 10);

@@ -178,23 +178,47 @@ static void test_ids(void)
     free(s65);
 }
 
+/* A value of one member as JSON text (NULL: the member removed), and what it is. */
+typedef struct member_value {
+    const char *json, *what;
+} member_value;
+
+/*
+ * expect_member - valid() with member @key (of @obj, as in with()) set to each
+ * of @good passes, and to each of @bad fails at its JSON pointer (both end at
+ * a NULL what).
+ */
+static void expect_member(const char *obj, const char *key, const member_value *good,
+                          const member_value *bad)
+{
+    char pointer[64];
+
+    snprintf(pointer, sizeof pointer, "%s%s/%s", obj ? "/" : "", obj ? obj : "", key);
+    for (; good->what != NULL; good++)
+        expect_ok(with(obj, key, json_loads(good->json, JSON_DECODE_ANY, NULL)), good->what);
+    for (; bad->what != NULL; bad++)
+        expect_error(bad->json ? with(obj, key, json_loads(bad->json, JSON_DECODE_ANY, NULL))
+                               : without(obj, key),
+                     pointer, bad->what);
+}
+
 static void test_method_and_decision(void)
 {
-    expect_ok(with(NULL, "method", json_string("pix")), "pix");
-    expect_ok(with(NULL, "method", json_string("ted")), "ted");
-    expect_ok(with(NULL, "method", json_string("card")), "card");
-    expect_error(with(NULL, "method", json_string("PIX")), "/method", "upper case");
-    expect_error(with(NULL, "method", json_string("boleto")), "/method", "unknown method");
-    expect_error(with(NULL, "method", json_string("")), "/method", "empty method");
-    expect_error(with(NULL, "method", json_integer(1)), "/method", "a number");
-    expect_error(without(NULL, "method"), "/method", "missing method");
+    static const member_value method_ok[] = {
+        {"\"pix\"", "pix"}, {"\"ted\"", "ted"}, {"\"card\"", "card"}, {0}};
+    static const member_value method_bad[] = {
+        {"\"PIX\"", "upper case"}, {"\"boleto\"", "unknown method"}, {"\"\"", "empty method"},
+        {"1", "a number"},         {NULL, "missing method"},         {0}};
+    static const member_value decision_ok[] = {
+        {"\"approved\"", "approved"}, {"\"refused\"", "refused"}, {0}};
+    static const member_value decision_bad[] = {{"\"approve\"", "approve"},
+                                                {"\"Approved\"", "capitalised"},
+                                                {"true", "a boolean"},
+                                                {NULL, "missing decision"},
+                                                {0}};
 
-    expect_ok(with(NULL, "decision", json_string("approved")), "approved");
-    expect_ok(with(NULL, "decision", json_string("refused")), "refused");
-    expect_error(with(NULL, "decision", json_string("approve")), "/decision", "approve");
-    expect_error(with(NULL, "decision", json_string("Approved")), "/decision", "capitalised");
-    expect_error(with(NULL, "decision", json_true()), "/decision", "a boolean");
-    expect_error(without(NULL, "decision"), "/decision", "missing decision");
+    expect_member(NULL, "method", method_ok, method_bad);
+    expect_member(NULL, "decision", decision_ok, decision_bad);
 }
 
 static void test_amount(void)
@@ -203,16 +227,16 @@ static void test_amount(void)
     field_errors errs;
     json_t *root;
 
-    expect_ok(with(NULL, "amount_cents", json_integer(0)), "0");
-    expect_ok(with(NULL, "amount_cents", json_integer(1)), "1");
-    expect_ok(with(NULL, "amount_cents", json_integer(10000000000000LL)), "10^13");
-    expect_error(with(NULL, "amount_cents", json_integer(10000000000001LL)), "/amount_cents",
-                 "10^13 + 1");
-    expect_error(with(NULL, "amount_cents", json_integer(-1)), "/amount_cents", "-1");
-    expect_error(with(NULL, "amount_cents", json_string("150")), "/amount_cents", "\"150\"");
-    expect_error(with(NULL, "amount_cents", json_null()), "/amount_cents", "null");
-    expect_error(with(NULL, "amount_cents", json_true()), "/amount_cents", "true");
-    expect_error(without(NULL, "amount_cents"), "/amount_cents", "missing");
+    static const member_value good[] = {{"0", "0"}, {"1", "1"}, {"10000000000000", "10^13"}, {0}};
+    static const member_value bad[] = {{"10000000000001", "10^13 + 1"},
+                                       {"-1", "-1"},
+                                       {"\"150\"", "\"150\""},
+                                       {"null", "null"},
+                                       {"true", "true"},
+                                       {NULL, "missing"},
+                                       {0}};
+
+    expect_member(NULL, "amount_cents", good, bad);
 
     /* from JSON text: the literal decides, not the value */
     expect_error(parse("{\"event_id\":\"e\",\"payment_id\":\"p\",\"method\":\"pix\","
@@ -237,45 +261,47 @@ static void test_amount(void)
 
 static void test_currency(void)
 {
-    expect_ok(with(NULL, "currency", json_string("BRL")), "BRL");
-    expect_error(with(NULL, "currency", json_string("brl")), "/currency", "lower case");
-    expect_error(with(NULL, "currency", json_string("USD")), "/currency", "USD");
-    expect_error(with(NULL, "currency", json_string("")), "/currency", "empty");
-    expect_error(with(NULL, "currency", json_integer(986)), "/currency", "ISO number");
-    expect_error(without(NULL, "currency"), "/currency", "missing");
+    static const member_value good[] = {{"\"BRL\"", "BRL"}, {0}};
+    static const member_value bad[] = {{"\"brl\"", "lower case"}, {"\"USD\"", "USD"},
+                                       {"\"\"", "empty"},         {"986", "ISO number"},
+                                       {NULL, "missing"},         {0}};
+
+    expect_member(NULL, "currency", good, bad);
 }
 
 static void test_payee(void)
 {
-    char *a20 = repeat("9", 20), *a21 = repeat("9", 21);
+    static const member_value bank_ok[] = {{"\"000\"", "bank 000"}, {"\"999\"", "bank 999"}, {0}};
+    static const member_value bank_bad[] = {{"\"01\"", "2 digits"},
+                                            {"\"0011\"", "4 digits"},
+                                            {"\"00a\"", "a letter"},
+                                            {"\"\"", "empty"},
+                                            {"1", "a number"},
+                                            {NULL, "missing bank"},
+                                            {0}};
+    static const member_value account_ok[] = {{"\"1\"", "1 character"},
+                                              {"\"99999999999999999999\"", "20 characters"},
+                                              {"\"AbC-09-z\"", "letters, digits, dash"},
+                                              {0}};
+    static const member_value account_bad[] = {{"\"999999999999999999999\"", "21 characters"},
+                                               {"\"\"", "empty"},
+                                               {"\"12 34\"", "space"},
+                                               {"\"12_34\"", "underscore"},
+                                               {"\"12.34\"", "dot"},
+                                               {"\"çá\"", "non-ASCII"},
+                                               {"12345", "a number"},
+                                               {NULL, "missing account"},
+                                               {0}};
+    static const member_value payee_bad[] = {{NULL, "missing payee"},
+                                             {"\"001/1234-5\"", "a string"},
+                                             {"[]", "an array"},
+                                             {"null", "null"},
+                                             {0}};
+    static const member_value none[] = {{0}};
 
-    expect_ok(with("payee", "bank", json_string("000")), "bank 000");
-    expect_ok(with("payee", "bank", json_string("999")), "bank 999");
-    expect_error(with("payee", "bank", json_string("01")), "/payee/bank", "2 digits");
-    expect_error(with("payee", "bank", json_string("0011")), "/payee/bank", "4 digits");
-    expect_error(with("payee", "bank", json_string("00a")), "/payee/bank", "a letter");
-    expect_error(with("payee", "bank", json_string("")), "/payee/bank", "empty");
-    expect_error(with("payee", "bank", json_integer(1)), "/payee/bank", "a number");
-    expect_error(without("payee", "bank"), "/payee/bank", "missing bank");
-
-    expect_ok(with("payee", "account", json_string("1")), "1 character");
-    expect_ok(with("payee", "account", json_string(a20)), "20 characters");
-    expect_ok(with("payee", "account", json_string("AbC-09-z")), "letters, digits, dash");
-    expect_error(with("payee", "account", json_string(a21)), "/payee/account", "21 characters");
-    expect_error(with("payee", "account", json_string("")), "/payee/account", "empty");
-    expect_error(with("payee", "account", json_string("12 34")), "/payee/account", "space");
-    expect_error(with("payee", "account", json_string("12_34")), "/payee/account", "underscore");
-    expect_error(with("payee", "account", json_string("12.34")), "/payee/account", "dot");
-    expect_error(with("payee", "account", json_string("çá")), "/payee/account", "non-ASCII");
-    expect_error(with("payee", "account", json_integer(12345)), "/payee/account", "a number");
-    expect_error(without("payee", "account"), "/payee/account", "missing account");
-
-    expect_error(without(NULL, "payee"), "/payee", "missing payee");
-    expect_error(with(NULL, "payee", json_string("001/1234-5")), "/payee", "a string");
-    expect_error(with(NULL, "payee", json_array()), "/payee", "an array");
-    expect_error(with(NULL, "payee", json_null()), "/payee", "null");
-    free(a20);
-    free(a21);
+    expect_member("payee", "bank", bank_ok, bank_bad);
+    expect_member("payee", "account", account_ok, account_bad);
+    expect_member(NULL, "payee", none, payee_bad);
 }
 
 static void test_payer(void)
