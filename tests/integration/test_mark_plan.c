@@ -21,10 +21,12 @@
 #include "tests/support/tcheck.h"
 #include "tests/support/tdb.h"
 
+static tdb *db;
+
 /* 20,000 accepted payments of @prefix, each with its pending outbox row. */
-static bool seed(tdb *db, const char *prefix)
+static bool seed(tdb *t, const char *prefix)
 {
-    return tdb_exec(db,
+    return tdb_exec(t,
                     "WITH s AS (SELECT g, $1 || '-e' || g AS e, $1 || '-p' || g AS p "
                     "FROM generate_series(1, 20000) g), "
                     "pay AS (INSERT INTO payments (payment_id, event_id, method, decision, "
@@ -56,20 +58,12 @@ static void check_payments_access(json_t *plan, int *n)
     json_array_foreach(children, i, child) check_payments_access(child, n);
 }
 
-int main(void)
+static void run(void)
 {
     char *ids, *sql, *plan;
     json_t *root;
     int n = 0;
-    tdb *db;
 
-    if (tdb_admin_url() == NULL) {
-        printf("SKIP: GW_TEST_PG_URL is not set\n");
-        return 77;
-    }
-    db = tdb_create(true);
-    if (!CHECK(db != NULL))
-        return tcheck_summary("test_mark_plan");
     /* a history of 40,000 published payments, and statistics that saw only those */
     CHECK(seed(db, "h1") && seed(db, "h2"));
     CHECK(tdb_exec(db, "UPDATE outbox SET state = 'published', published_at = now()", NULL));
@@ -83,7 +77,7 @@ int main(void)
                     "'pending' ORDER BY id LIMIT 1024) x",
                     NULL);
     if (!CHECK(ids != NULL))
-        goto out;
+        return;
     if (asprintf(&sql, "PREPARE mark(bigint[]) AS %s", PAYMENT_STATUS_SQL_PUBLISHED) < 0)
         abort();
     CHECK(tdb_exec(db, sql, NULL));
@@ -102,7 +96,9 @@ int main(void)
     json_decref(root);
     free(plan);
     free(ids);
-out:
-    tdb_drop(db);
-    return tcheck_summary("test_mark_plan");
+}
+
+int main(void)
+{
+    return tdb_main("test_mark_plan", true, &db, run);
 }
