@@ -10,7 +10,7 @@
 
 #define TAPI_TOKEN            "test-api-token-6f1d2c9a8b7e"
 #define TAPI_ADMIN_TOKEN      "test-admin-token-3e5b7a9c1d2f"
-#define TAPI_DEFAULT_AMQP_URL "amqp://guest:guest@127.0.0.1:55672/%2f"
+#define TAPI_DEFAULT_AMQP_URL "amqp://guest:guest@127.0.0.1:25672/%2f"
 
 /* Every variable the programs read (docs/operations.md, "Configuration" and a few more): removed by
  * default. */
