@@ -21,6 +21,7 @@
 #include <jansson.h>
 
 #include "shared/lib/log_fields.h"
+#include "shared/lib/names.h"
 
 /* Worst case of a text line: every raw byte as \xHH, plus keys, quotes and the head. */
 #define LOG_LINE_MAX (4 * LOG_RAW_MAX + LOG_FIELDS_MAX * (LOG_KEY_MAX + 4) + 512)
@@ -40,13 +41,11 @@ void log_init(const char *program, log_level level, log_format format)
 
 bool log_parse_level(const char *s, log_level *out)
 {
-    for (int i = 0; i < 4; i++) {
-        if (strcmp(s, level_names[i]) == 0) {
-            *out = (log_level)i;
-            return true;
-        }
-    }
-    return false;
+    int i = NAMES_FIND(level_names, s);
+
+    if (i >= 0)
+        *out = (log_level)i;
+    return i >= 0;
 }
 
 bool log_parse_format(const char *s, log_format *out)
