@@ -114,24 +114,17 @@ gw_err outbox_watch_start(const char *url, long max_backlog, api_metrics *m, out
 
     if (w == NULL)
         return GW_ERR_NOMEM;
-    w->max_backlog = max_backlog;
-    w->m = m;
-    atomic_init(&w->over_limit, false);
     w->stmts[0] = backlog_stmt;
     w->stmts[1] = key_expiry_stmt;
+    atomic_init(&w->over_limit, false);
+    w->max_backlog = max_backlog;
+    w->m = m;
+    crew_init(&w->crew); /* first, so that outbox_watch_stop() can undo any step below */
     err = db_open(url, "payments-api-watch", w->stmts, sizeof w->stmts / sizeof w->stmts[0], true,
                   &w->db);
-    if (err != GW_OK) {
-        free(w);
-        return err;
-    }
-    crew_init(&w->crew);
-    if (!crew_add(&w->crew, watch_main, w)) {
-        outbox_watch_stop(w);
-        return GW_ERR_NOMEM;
-    }
-    *out = w;
-    return GW_OK;
+    if (err == GW_OK && !crew_add(&w->crew, watch_main, w))
+        err = GW_ERR_NOMEM;
+    return GW_BUILT(err, w, outbox_watch_stop, out);
 }
 
 void outbox_watch_stop(outbox_watch *w)

@@ -57,9 +57,8 @@ void consumer_drop(consumer *c)
 
 void consumer_free(consumer *c)
 {
-    if (c == NULL)
-        return;
-    consumer_drop(c);
+    if (c != NULL)
+        consumer_drop(c);
     free(c);
 }
 
