@@ -4,7 +4,7 @@
 
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd -P)
 SCRIPTS="$REPO/scripts"
-RUN="$REPO/.run"
+RUN="${STACK_RUN:-$REPO/.run}" # a second stack (the cluster suite) sets its own
 LOGDIR="$RUN/log"
 
 say() { printf '%s: %s\n' "${0##*/}" "$*"; }

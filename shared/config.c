@@ -12,6 +12,7 @@
 #include <amqp.h>
 #include <libpq-fe.h>
 
+#include "shared/amqp/mq.h"
 #include "shared/failpoint.h"
 
 #define TOKEN_MIN_LEN 16
@@ -140,19 +141,23 @@ static bool check_db_url(FILE *errs, const char *url)
     return true;
 }
 
-static bool check_amqp_url(FILE *errs, const char *url)
+/* @urls: one amqp:// URL, or a comma-separated list of them, one per cluster node */
+static bool check_amqp_url(FILE *errs, const char *urls)
 {
-    struct amqp_connection_info info;
-    char *copy = strdup(url); /* amqp_parse_url writes into its argument */
-    bool ok;
+    int n = mq_url_count(urls);
 
-    if (copy == NULL)
-        return false;
-    ok = amqp_parse_url(copy, &info) == AMQP_STATUS_OK;
-    free(copy);
-    if (!ok)
-        fprintf(errs, "config: AMQP_URL is not an amqp://user:pass@host:port/vhost URL\n");
-    return ok;
+    for (int i = 0; i < n; i++) {
+        struct amqp_connection_info info;
+        char url[1024];
+
+        /* amqp_parse_url writes into its argument: parse a copy */
+        if (!mq_url_at(urls, i, url, sizeof url) || amqp_parse_url(url, &info) != AMQP_STATUS_OK) {
+            fprintf(errs, "config: AMQP_URL: item %d of %d is not an amqp://user:pass@host:port/vhost URL\n",
+                    i + 1, n);
+            return false;
+        }
+    }
+    return true;
 }
 
 /* @path (the value of @name) opens for reading and is a regular file. */
@@ -268,6 +273,8 @@ static int load_tuning(gw_config *c, FILE *errs)
     }
 
     bad += !env_long(errs, "OUTBOX_MAX_BACKLOG", 100000, 1, 1000000000L, &c->outbox_max_backlog);
+    bad += !env_long(errs, "SETTLEMENT_MAX_LENGTH", CONFIG_SETTLEMENT_MAX_LENGTH, 1, 100000000L,
+                     &c->settlement_max_length);
     bad += !env_int(errs, "COMMIT_THREADS", 2, 1, CONFIG_MAX_COMMIT_THREADS, &c->commit_threads);
     bad += !env_int(errs, "OUTBOX_RETENTION_HOURS", 24, 1, 24 * 365, &c->outbox_retention_hours);
 

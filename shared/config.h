@@ -14,6 +14,9 @@
 
 typedef enum queue_type { QUEUE_CLASSIC, QUEUE_QUORUM } queue_type;
 
+/* SETTLEMENT_MAX_LENGTH when unset (docs/operations.md, "Configuration") */
+#define CONFIG_SETTLEMENT_MAX_LENGTH 200000
+
 /* A listen address "a.b.c.d:port"; port 0 lets the kernel choose. */
 typedef struct listen_addr {
     bool set;
@@ -42,6 +45,7 @@ typedef struct gw_config {
     int retry_steps;
     queue_type queue_type;
     long outbox_max_backlog;
+    long settlement_max_length; /* x-max-length of payments.settlement (reject-publish) */
     int commit_threads; /* payments-api: accept_batch() transactions in flight at once */
     int outbox_retention_hours;
     int inbox_retention_days;

@@ -1,6 +1,7 @@
 /* shared/amqp/mq.c - rabbitmq-c 0.11: connect, publish, read confirms and returns by hand */
 #include "shared/amqp/mq.h"
 
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,6 +12,7 @@
 #include <amqp_tcp_socket.h>
 
 #include "shared/lib/log.h"
+#include "shared/lib/metrics.h"
 
 struct mq_conn {
     amqp_connection_state_t state;
@@ -18,8 +20,28 @@ struct mq_conn {
     bool confirms; /* channel in confirm mode */
     bool blocked;  /* connection.blocked seen */
     uint64_t next_seq;
+    int node; /* 1-based position of the node in the AMQP_URL list */
     char name[64];
 };
+
+/*
+ * The node the last connection of this process went to (0-based). A new
+ * connection tries it first, then the next ones in list order: a node that was
+ * lost does not answer, so the program moves on to the next, and all of a
+ * program's connections end up on one node.
+ */
+static atomic_int preferred_node;
+
+/* set once by mq_metrics_attach(), before any connection; NULL: not counted */
+static metric *node_gauge, *connects;
+
+void mq_metrics_attach(metrics *m)
+{
+    node_gauge = metrics_gauge(m, "paygw_amqp_connected_node", NULL,
+                               "1-based position in AMQP_URL of the node last connected to; 0: none.");
+    connects = metrics_counter(m, "paygw_amqp_connects_total", NULL,
+                               "Connections opened to a broker node; each reconnect adds one.");
+}
 
 amqp_bytes_t mq_bytes(const char *s)
 {
@@ -80,7 +102,8 @@ static gw_err mq_login(mq_conn *c, const struct amqp_connection_info *info)
                     "login");
 }
 
-gw_err mq_open(const char *url, const char *cacert, const char *name, bool confirms, mq_conn **out)
+static gw_err open_one(const char *url, const char *cacert, const char *name, bool confirms,
+                       mq_conn **out)
 {
     struct amqp_connection_info info;
     struct timeval tv = {3, 0};
@@ -136,8 +159,8 @@ gw_err mq_open(const char *url, const char *cacert, const char *name, bool confi
         c->confirms = true;
     }
     c->open = true;
-    log_info("mq_connected", "host=%s port=%d vhost=%s name=%s", info.host, info.port, info.vhost,
-             name);
+    log_info("mq_connected", "host=%s port=%d vhost=%s name=%s", info.host, info.port,
+             info.vhost, name);
     free(copy);
     *out = c;
     return GW_OK;
@@ -146,6 +169,72 @@ fail:
     c->open = false;
     mq_close(c);
     return err == GW_OK ? GW_ERR_MQ : err;
+}
+
+int mq_url_count(const char *urls)
+{
+    int n = 1;
+
+    for (const char *p = urls; *p != '\0'; p++)
+        n += *p == ',';
+    return n;
+}
+
+bool mq_url_at(const char *urls, int i, char *buf, size_t len)
+{
+    const char *start = urls, *end;
+
+    for (; i > 0; i--) {
+        start = strchr(start, ',');
+        if (start == NULL)
+            return false;
+        start++;
+    }
+    end = strchr(start, ',');
+    if (end == NULL)
+        end = start + strlen(start);
+    if ((size_t)(end - start) >= len)
+        return false;
+    memcpy(buf, start, (size_t)(end - start));
+    buf[end - start] = '\0';
+    return true;
+}
+
+gw_err mq_open(const char *urls, const char *cacert, const char *name, bool confirms,
+               mq_conn **out)
+{
+    int n = mq_url_count(urls), first = atomic_load(&preferred_node) % n;
+    gw_err err = GW_ERR_MQ;
+    char url[1024];
+
+    for (int k = 0; k < n; k++) {
+        int i = (first + k) % n;
+
+        if (!mq_url_at(urls, i, url, sizeof url)) {
+            log_warn("mq_url_invalid", "node=%d", i + 1);
+            continue;
+        }
+        err = open_one(url, cacert, name, confirms, out);
+        if (err == GW_OK) {
+            (*out)->node = i + 1;
+            atomic_store(&preferred_node, i);
+            if (connects != NULL) {
+                metrics_add(connects, 1);
+                metrics_set(node_gauge, i + 1);
+            }
+            if (n > 1)
+                log_info("mq_node_connected", "node=%d nodes=%d name=%s", i + 1, n, name);
+            return GW_OK;
+        }
+        if (err == GW_ERR_NOMEM)
+            return err;
+    }
+    return err;
+}
+
+int mq_node(const mq_conn *c)
+{
+    return c != NULL && c->open ? c->node : 0;
 }
 
 void mq_close(mq_conn *c)
@@ -161,6 +250,8 @@ void mq_close(mq_conn *c)
         }
         amqp_destroy_connection(c->state);
     }
+    if (node_gauge != NULL && c->node == atomic_load(&preferred_node) + 1)
+        metrics_set(node_gauge, 0);
     free(c);
 }
 

@@ -9,6 +9,7 @@
 #include <amqp.h>
 
 #include "shared/lib/err.h"
+#include "shared/lib/metrics.h"
 
 #define MQ_CHANNEL     1
 #define MQ_HEARTBEAT_S 10
@@ -16,15 +17,28 @@
 typedef struct mq_conn mq_conn;
 
 /*
- * mq_open - connect to @url as @name (connection_name), with heartbeats and the
- * consumer_cancel_notify and connection.blocked capabilities advertised, and
- * open channel MQ_CHANNEL. With @confirms the channel is put in confirm mode.
- * An amqps:// @url verifies the broker against the CA bundle @cacert (a PEM
- * file, gw_config.amqp_cacert; NULL: the system's). On GW_OK *@out is owned by
- * the caller (mq_close()).
+ * mq_open - connect to the first node of @urls that answers (see below), as
+ * @name (connection_name), with heartbeats and the consumer_cancel_notify and
+ * connection.blocked capabilities advertised, and open channel MQ_CHANNEL.
+ * With @confirms the channel is put in confirm mode. An amqps:// URL verifies
+ * the broker against the CA bundle @cacert (a PEM file, gw_config.amqp_cacert;
+ * NULL: the system's). On GW_OK *@out is owned by the caller (mq_close()).
  */
-GW_MUSTCHECK gw_err mq_open(const char *url, const char *cacert, const char *name, bool confirms,
+GW_MUSTCHECK gw_err mq_open(const char *urls, const char *cacert, const char *name, bool confirms,
                             mq_conn **out);
+
+/*
+ * @urls is one AMQP URL or a comma-separated list, one per node of a cluster.
+ * mq_open() tries first the node this process last connected to, then the
+ * next ones in list order, so a program moves on when its node is lost.
+ */
+int mq_url_count(const char *urls);
+/* mq_url_at - copy the @i-th (0-based) URL of @urls into @buf; false if absent or too long. */
+bool mq_url_at(const char *urls, int i, char *buf, size_t len);
+/* mq_metrics_attach - count connections and show the node in @m (call once, at start-up). */
+void mq_metrics_attach(metrics *m);
+/* mq_node - the 1-based position in the list of the node @c is connected to; 0 when closed. */
+int mq_node(const mq_conn *c);
 void mq_close(mq_conn *c); /* closes politely when it can; accepts NULL */
 
 /* mq_state - the rabbitmq-c handle, borrowed. */

@@ -117,7 +117,7 @@ static void recover(tmq *m, amqp_rpc_reply_t r)
     }
 }
 
-tmq *tmq_connect(const char *url)
+static tmq *connect_one(const char *url)
 {
     struct amqp_connection_info info;
     struct timeval tv = {CONNECT_TIMEOUT_S, 0};
@@ -157,6 +157,25 @@ fail:
     if (m->state != NULL)
         amqp_destroy_connection(m->state);
     free(m);
+    return NULL;
+}
+
+tmq *tmq_connect(const char *urls)
+{
+    char url[1024];
+
+    /* a cluster's list: the first node that answers */
+    for (const char *p = urls; p != NULL; p = strchr(p, ',') ? strchr(p, ',') + 1 : NULL) {
+        size_t len = strcspn(p, ",");
+        tmq *m;
+
+        if (len >= sizeof url)
+            break;
+        memcpy(url, p, len);
+        url[len] = '\0';
+        if ((m = connect_one(url)) != NULL)
+            return m;
+    }
     return NULL;
 }
 
@@ -546,6 +565,7 @@ bool tmq_declare_topology(const char *url, const char *retry_delays_ms)
 
     memset(&cfg, 0, sizeof cfg);
     cfg.queue_type = QUEUE_CLASSIC;
+    cfg.settlement_max_length = CONFIG_SETTLEMENT_MAX_LENGTH;
     if (!config_parse_delays(retry_delays_ms ? retry_delays_ms : "1000,5000", cfg.retry_delays_ms,
                              &cfg.retry_steps)) {
         fprintf(stderr, "tmq: bad delays %s\n", retry_delays_ms);

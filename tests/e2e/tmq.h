@@ -15,8 +15,12 @@
  */
 typedef struct tmq tmq;
 
-/* tmq_connect - connect to @url (amqp://user:pass@host:port/vhost). NULL after printing why. */
-tmq *tmq_connect(const char *url);
+/*
+ * tmq_connect - connect to @urls (amqp://user:pass@host:port/vhost, or a
+ * cluster's comma-separated list: the first node that answers). NULL after
+ * printing why.
+ */
+tmq *tmq_connect(const char *urls);
 
 /*
  * tmq_close - close the connection (best effort). Deliveries taken with

@@ -54,6 +54,7 @@ gw_err relay_new(const gw_config *cfg, metrics *m, health *h, relay **out)
         return GW_ERR_NOMEM;
     r->cfg = cfg;
     r->health = h;
+    mq_metrics_attach(m);
     r->m.published = metrics_counter(m, "paygw_relay_published_total", NULL,
                                      "Messages handed to the broker (not yet confirmed).");
     r->m.confirmed =
@@ -274,6 +275,12 @@ static gw_err relay_cycle(relay *r, volatile sig_atomic_t *stop, bool *more)
     }
     err = relay_lane_finish(old, false);
     r->oldest = (r->oldest + 1) % LANES;
+    if (err == GW_OK && relay_lane_nacked(old)) {
+        /* the rows stay pending. A fresh channel next: after a quorum queue's leader moved,
+         * RabbitMQ 3.10 kept nacking every publish on the old channel (docs/decisions.md, 20) */
+        log_warn("relay_reconnect_after_nack", "node=%d", mq_node(r->mq));
+        return GW_ERR_MQ;
+    }
     if (err == GW_OK && relay_lane_busy(r->lanes[r->oldest]))
         *more = true; /* the other lane is in flight: keep cycling */
     return err;

@@ -16,6 +16,7 @@ struct relay_lane {
     const relay_metrics *m;
     outbox_batch *b; /* NULL: idle */
     size_t waiting;  /* published rows without their ack or nack */
+    bool nacked;     /* the last finished batch had a nack */
     struct timespec t0;
 };
 
@@ -170,6 +171,7 @@ static void count_fates(relay_lane *l)
                      row->payment_id, row->why);
         } else if (row->fate == OUTBOX_NACKED && row->settled) {
             metrics_add(l->m->nacked, 1);
+            l->nacked = true;
         }
     }
 }
@@ -178,6 +180,7 @@ gw_err relay_lane_finish(relay_lane *l, bool timed_out)
 {
     gw_err err;
 
+    l->nacked = false;
     for (size_t i = 0; i < outbox_batch_len(l->b); i++) {
         outbox_row *row = outbox_batch_row(l->b, i);
 
@@ -201,4 +204,9 @@ gw_err relay_lane_finish(relay_lane *l, bool timed_out)
     outbox_batch_free(l->b);
     l->b = NULL;
     return err;
+}
+
+bool relay_lane_nacked(const relay_lane *l)
+{
+    return l->nacked;
 }

@@ -62,4 +62,7 @@ long relay_lane_age_ms(const relay_lane *l);
  */
 GW_MUSTCHECK gw_err relay_lane_finish(relay_lane *l, bool timed_out);
 
+/* relay_lane_nacked - whether the broker nacked a row of the batch finished last. */
+bool relay_lane_nacked(const relay_lane *l);
+
 #endif

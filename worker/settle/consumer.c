@@ -26,6 +26,7 @@ gw_err consumer_new(const gw_config *cfg, metrics *m, consumer **out)
     if (c == NULL)
         return GW_ERR_NOMEM;
     c->cfg = cfg;
+    mq_metrics_attach(m);
     c->delivered = metrics_counter(m, "paygw_worker_delivered_total", NULL,
                                    "Deliveries received from payments.settlement.");
     c->redelivered = metrics_counter(m, "paygw_worker_redelivered_total", NULL,

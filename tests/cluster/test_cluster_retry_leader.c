@@ -1,0 +1,102 @@
+/*
+ * tests/cluster/test_cluster_retry_leader.c - a retry queue's leader killed between attempts
+ *
+ * A payment to a bank down for two attempts (fail-first=2) on quorum queues,
+ * with retry delays of 3 s and 12 s (room for a node's restart in between).
+ * While its copy waits in payments.retry.3000, and again in
+ * payments.retry.12000, the node holding that queue's leader is killed, and
+ * started again. The copy survives both (the queues are replicated and
+ * dead-letter at least once): the payment settles on attempt 3, once.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <jansson.h>
+
+#include "tests/cluster/tcluster.h"
+#include "tests/support/tcheck.h"
+#include "tests/support/thttp.h"
+#include "tests/support/tstack.h"
+
+static te2e e;
+
+static const char *const status_sql = "SELECT status || '/' || attempts FROM payments "
+                                      "WHERE event_id = 'rl-1'";
+
+/* Wait until the payment is retrying with @attempts, then kill @queue's leader; its K (or -1). */
+static int kill_while_waiting(int attempts, const char *queue)
+{
+    char want[32];
+    long long deadline = tproc_now_ms() + 15000;
+    char *st = NULL;
+    int k;
+
+    snprintf(want, sizeof want, "retrying/%d", attempts);
+    while (tproc_now_ms() < deadline) {
+        free(st);
+        st = tdb_value(e.db, status_sql, NULL);
+        if (st != NULL && strcmp(st, want) == 0)
+            break;
+        tproc_sleep_ms(20);
+    }
+    printf("payment %s\n", st ? st : "(none)");
+    CHECK(st != NULL && strcmp(st, want) == 0);
+    free(st);
+    k = tcluster_leader(&e, queue);
+    printf("leader of %s on broker-%d\n", queue, k);
+    if (!CHECK(k >= 1))
+        return -1;
+    CHECK(tcluster_node("kill", k));
+    return k;
+}
+
+static void run(void)
+{
+    const char *extra[] = {"BANK_SIM_RULES=001/9999-1:fail-first=2", "RETRY_DELAYS_MS=3000,12000",
+                           NULL};
+    tcluster c = {0};
+    int done_fd = -1, k;
+    thttp_resp r;
+    json_t *o;
+    char *body, *s;
+    pid_t guard;
+
+    guard = tstack_guard_start("broker", &done_fd);
+    if (!tcluster_start(&c, &e, "cluster_retry_leader", extra))
+        goto out;
+    s = tapi_payment("rl-1", "rl-1");
+    o = json_loads(s, 0, NULL);
+    free(s);
+    json_object_set_new(json_object_get(o, "payee"), "account", json_string("9999-1"));
+    body = json_dumps(o, JSON_COMPACT);
+    json_decref(o);
+    tapi_post(&c.api, body, NULL, &r);
+    free(body);
+    CHECK_INT(r.status, 202);
+    thttp_resp_free(&r);
+
+    /* a node's restart takes longer than the first delay: attempt 2 runs without it */
+    if ((k = kill_while_waiting(1, "payments.retry.3000")) > 0)
+        CHECK(tcluster_node("start", k));
+    if ((k = kill_while_waiting(2, "payments.retry.12000")) > 0)
+        CHECK(tcluster_node("start", k));
+    CHECK_WAIT_LONG(e.db,
+                    "SELECT count(*) FROM payments WHERE event_id = 'rl-1' "
+                    "AND status = 'settled' AND attempts = 3",
+                    1, 40000, 100);
+    CHECK_INT(tdb_long(e.db, "SELECT count(*) FROM ledger_entries WHERE event_id = 'rl-1'", NULL),
+              2);
+    CHECK_INT(tdb_long(e.db, "SELECT count(*) FROM inbox WHERE event_id = 'rl-1'", NULL), 1);
+out:
+    tcluster_stop(&c);
+    if (guard > 0) {
+        tstack_run("start", "broker");
+        tstack_guard_done(guard, done_fd);
+    }
+}
+
+int main(void)
+{
+    return te2e_main("cluster_retry_leader", &e, run);
+}
