@@ -280,6 +280,16 @@ static int load_tuning(gw_config *c, FILE *errs)
 
     bad += !env_int(errs, "INBOX_RETENTION_DAYS", 30, 1, 3650, &c->inbox_retention_days);
     bad += !env_int(errs, "RELAY_SLO_SECONDS", 60, 1, 86400, &c->relay_slo_seconds);
+    bad += !env_int(errs, "RETRY_LOST_AFTER_SECONDS", 300, 1, 86400, &c->retry_lost_after_s);
+    for (int i = 0; i < c->retry_steps; i++) {
+        if (c->retry_delays_ms[i] >= c->retry_lost_after_s * 1000L) {
+            fprintf(errs, "config: RETRY_LOST_AFTER_SECONDS=%d must exceed every RETRY_DELAYS_MS "
+                          "step (%d ms): a waiting copy is not lost\n",
+                    c->retry_lost_after_s, c->retry_delays_ms[i]);
+            bad++;
+            break;
+        }
+    }
 
     c->bank_sim_rules = env_str("BANK_SIM_RULES");
     return bad;

@@ -50,6 +50,7 @@ typedef struct gw_config {
     int outbox_retention_hours;
     int inbox_retention_days;
     int relay_slo_seconds;
+    int retry_lost_after_s; /* a payment retrying longer is published again (sql/0014) */
     const char *bank_sim_rules;
     log_level log_level;
     log_format log_format;

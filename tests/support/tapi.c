@@ -16,7 +16,8 @@ const char *const tapi_config_vars[] = {
     "METRICS_LISTEN",       "API_TOKEN",          "ADMIN_TOKEN",        "WORKER_PREFETCH",
     "RETRY_DELAYS_MS",      "QUEUE_TYPE",         "OUTBOX_MAX_BACKLOG", "OUTBOX_RETENTION_HOURS",
     "INBOX_RETENTION_DAYS", "RELAY_SLO_SECONDS",  "BANK_SIM_RULES",     "LOG_LEVEL",
-    "LOG_FORMAT",           "GATEWAY_FAILPOINTS", "COMMIT_THREADS",     NULL,
+    "LOG_FORMAT",           "GATEWAY_FAILPOINTS", "COMMIT_THREADS",     "SETTLEMENT_MAX_LENGTH",
+    "RETRY_LOST_AFTER_SECONDS", NULL,
 };
 
 const char *tapi_bin(void)

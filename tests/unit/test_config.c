@@ -4,6 +4,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "shared/amqp/mq.h"
 #include "shared/config.h"
 #include "tests/support/tapi.h"
 #include "tests/support/tcheck.h"
@@ -136,6 +137,22 @@ static void test_values_are_read(void)
     setenv("LOG_LEVEL", "", 1);
     CHECK_INT(load(ALL, &c, errs, sizeof errs), 0);
     CHECK_INT(c.outbox_max_backlog, 100000);
+    CHECK_INT(c.settlement_max_length, CONFIG_SETTLEMENT_MAX_LENGTH);
+    CHECK_INT(c.retry_lost_after_s, 300);
+
+    /* a cluster: one URL per node, each checked, handed on as one list */
+    reset_env();
+    setenv("AMQP_URL", "amqp://g:g@127.0.0.1:5672/%2f,amqp://g:g@127.0.0.1:5673/%2f", 1);
+    CHECK_INT(load(ALL, &c, errs, sizeof errs), 0);
+    CHECK_INT(mq_url_count(c.amqp_url), 2);
+    {
+        char url[64];
+
+        CHECK(mq_url_at(c.amqp_url, 1, url, sizeof url));
+        CHECK_STR(url, "amqp://g:g@127.0.0.1:5673/%2f");
+        CHECK(!mq_url_at(c.amqp_url, 2, url, sizeof url));
+        CHECK(!mq_url_at(c.amqp_url, 0, url, 8)); /* too long for the buffer */
+    }
 }
 
 /* One bad variable: exactly one line, naming it, never echoing @secret. */
@@ -167,6 +184,11 @@ static void test_each_bad_variable_is_named(void)
     expect_bad("DATABASE_URL", "host=x port", "DATABASE_URL", NULL);
     expect_bad("AMQP_URL", NULL, "AMQP_URL", NULL);
     expect_bad("AMQP_URL", "http://guest:rabbit-secret@h/", "AMQP_URL", "rabbit-secret");
+    expect_bad("AMQP_URL", "amqp://g:g@h1:5672/%2f,http://guest:rabbit-secret@h2/", "item 2 of 2",
+               "rabbit-secret");
+    expect_bad("AMQP_URL", "amqp://g:g@h1:5672/%2f,", "AMQP_URL", NULL);
+    expect_bad("SETTLEMENT_MAX_LENGTH", "0", "SETTLEMENT_MAX_LENGTH", NULL);
+    expect_bad("RETRY_LOST_AFTER_SECONDS", "5", "RETRY_LOST_AFTER_SECONDS", NULL);
     expect_bad("API_TOKEN", NULL, "API_TOKEN", NULL);
     expect_bad("ADMIN_TOKEN", NULL, "ADMIN_TOKEN", NULL);
     expect_bad("API_LISTEN", "nonsense", "API_LISTEN", NULL);

@@ -15,7 +15,7 @@ struct outbox_batch {
 };
 
 const db_stmt outbox_stmts[] = {
-    {"outbox_claim", "SELECT id, event_id, payment_id, routing_key, body, traceparent "
+    {"outbox_claim", "SELECT id, event_id, payment_id, routing_key, body, traceparent, attempt "
                      "FROM outbox WHERE state = 'pending' AND next_attempt_at <= now() "
                      "ORDER BY id LIMIT $1::int FOR UPDATE SKIP LOCKED"},
     /* the status moves only as payment_may_move() allows: a settled payment stays settled */
@@ -28,6 +28,7 @@ const db_stmt outbox_stmts[] = {
     {"outbox_purge", "DELETE FROM outbox WHERE id IN (SELECT id FROM outbox WHERE state = "
                      "'published' AND published_at < now() - make_interval(hours => $1::int) "
                      "LIMIT $2::int)"},
+    {"outbox_rearm", "SELECT rearm_lost_retries($1::int, $2::int)"},
     {"outbox_backlog", "SELECT count(*), coalesce(extract(epoch FROM now() - min(created_at)), 0) "
                        "FROM outbox WHERE state = 'pending'"},
 };
@@ -65,6 +66,7 @@ gw_err outbox_claim(db_conn *db, int limit, outbox_batch **out)
         r->body = PQgetvalue(b->res, row, 4);
         r->body_len = (size_t)PQgetlength(b->res, row, 4);
         r->traceparent = PQgetisnull(b->res, row, 5) ? NULL : PQgetvalue(b->res, row, 5);
+        r->attempt = atoi(PQgetvalue(b->res, row, 6));
     }
     *out = b;
     return GW_OK;
@@ -166,6 +168,22 @@ gw_err outbox_backlog(db_conn *db, long *pending, double *oldest_age_s)
         *pending = atol(PQgetvalue(res, 0, 0));
         *oldest_age_s = atof(PQgetvalue(res, 0, 1));
     }
+    PQclear(res);
+    return err;
+}
+
+gw_err outbox_rearm(db_conn *db, int after_s, int limit, long *rearmed)
+{
+    char a[16], l[16];
+    const char *params[2] = {a, l};
+    PGresult *res;
+    gw_err err;
+
+    snprintf(a, sizeof a, "%d", after_s);
+    snprintf(l, sizeof l, "%d", limit);
+    res = db_prepared(db, "outbox_rearm", 2, params);
+    err = db_check(res, PGRES_TUPLES_OK, "outbox_rearm");
+    *rearmed = err == GW_OK ? atol(PQgetvalue(res, 0, 0)) : 0;
     PQclear(res);
     return err;
 }

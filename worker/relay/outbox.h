@@ -25,6 +25,7 @@ typedef struct outbox_row {
     const char *body;
     size_t body_len;
     const char *traceparent; /* NULL: none */
+    int attempt;             /* x-attempt: 1, or the next one of a retry copy published again */
     uint64_t seq;            /* publisher-confirm delivery tag, 0: not published */
     bool settled;            /* its ack or nack arrived */
     outbox_fate fate;
@@ -66,6 +67,12 @@ GW_MUSTCHECK gw_err outbox_mark(db_conn *db, const outbox_batch *b);
 
 /* outbox_purge - delete up to @limit published rows older than @hours; the count in *@deleted. */
 GW_MUSTCHECK gw_err outbox_purge(db_conn *db, int hours, int limit, long *deleted);
+
+/*
+ * outbox_rearm - rearm_lost_retries() (sql/0014): up to @limit payments
+ * retrying for more than @after_s get their row pending again; *@rearmed.
+ */
+GW_MUSTCHECK gw_err outbox_rearm(db_conn *db, int after_s, int limit, long *rearmed);
 
 /* outbox_backlog - pending rows and the age in seconds of the oldest. */
 GW_MUSTCHECK gw_err outbox_backlog(db_conn *db, long *pending, double *oldest_age_s);

@@ -31,7 +31,7 @@ struct relay {
     mq_conn *mq;
     bool listening;
     relay_metrics m;
-    metric *backlog, *oldest_age, *purged, *blocked;
+    metric *backlog, *oldest_age, *purged, *rearmed, *blocked;
     time_t next_housekeeping, next_backlog;
     long unblocked_ms; /* when the broker last lifted a block: confirm timeouts count from here */
     long blocked_ms;   /* when the current block began */
@@ -78,6 +78,8 @@ gw_err relay_new(const gw_config *cfg, metrics *m, health *h, relay **out)
                                   "Age of the oldest unpublished outbox row.");
     r->purged = metrics_counter(m, "paygw_relay_outbox_purged_total", NULL,
                                 "Published outbox rows deleted after the retention.");
+    r->rearmed = metrics_counter(m, "paygw_relay_retries_rearmed_total", NULL,
+                                 "Retry copies that never came back, published again from the outbox.");
     r->blocked = metrics_gauge(m, "paygw_relay_broker_blocked", NULL,
                                "1 while the broker blocks publishing (memory or disk alarm).");
     *out = r;
@@ -289,7 +291,7 @@ static gw_err relay_cycle(relay *r, volatile sig_atomic_t *stop, bool *more)
 static void housekeeping(relay *r)
 {
     time_t now = time(NULL);
-    long pending = 0, deleted = 0;
+    long pending = 0, deleted = 0, rearmed = 0;
     double age = 0;
 
     if (now >= r->next_backlog) {
@@ -297,6 +299,12 @@ static void housekeeping(relay *r)
         if (outbox_backlog(r->db, &pending, &age) == GW_OK) {
             metrics_set(r->backlog, (double)pending);
             metrics_set(r->oldest_age, age);
+        }
+        if (outbox_rearm(r->db, r->cfg->retry_lost_after_s, PURGE_LIMIT, &rearmed) == GW_OK &&
+            rearmed > 0) {
+            metrics_add(r->rearmed, (uint64_t)rearmed);
+            log_warn("retry_copies_rearmed", "payments=%ld after_s=%d", rearmed,
+                     r->cfg->retry_lost_after_s);
         }
     }
     if (now >= r->next_housekeeping) {

@@ -96,7 +96,7 @@ gw_err relay_lane_start(relay_lane *l, mq_conn *mq, int limit, size_t *claimed)
             .type = MQ_MESSAGE_TYPE,
             .body = row->body,
             .len = row->body_len,
-            .attempt = 1,
+            .attempt = row->attempt,
             .traceparent = row->traceparent,
         };
 
