@@ -273,6 +273,7 @@ static int load_tuning(gw_config *c, FILE *errs)
     }
 
     bad += !env_long(errs, "OUTBOX_MAX_BACKLOG", 100000, 1, 1000000000L, &c->outbox_max_backlog);
+    bad += !env_int(errs, "SETTLEMENT_DELIVERY_LIMIT", 20, 1, 1000, &c->delivery_limit);
     bad += !env_long(errs, "SETTLEMENT_MAX_LENGTH", CONFIG_SETTLEMENT_MAX_LENGTH, 1, 100000000L,
                      &c->settlement_max_length);
     bad += !env_int(errs, "COMMIT_THREADS", 2, 1, CONFIG_MAX_COMMIT_THREADS, &c->commit_threads);

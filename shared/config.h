@@ -46,6 +46,7 @@ typedef struct gw_config {
     queue_type queue_type;
     long outbox_max_backlog;
     long settlement_max_length; /* x-max-length of payments.settlement (reject-publish) */
+    int delivery_limit;         /* x-delivery-limit of payments.settlement (quorum only) */
     int commit_threads; /* payments-api: accept_batch() transactions in flight at once */
     int outbox_retention_hours;
     int inbox_retention_days;

@@ -79,8 +79,12 @@ gw_err mq_topology_declare(mq_conn *c, const gw_config *cfg)
     n = 2;
     if (cfg->settlement_max_length > 0) /* config_load() requires it; a zeroed config has none */
         int_arg(&args[n++], "x-max-length", cfg->settlement_max_length);
-    if (cfg->queue_type == QUEUE_QUORUM)
+    if (cfg->queue_type == QUEUE_QUORUM) {
         str_arg(&args[n++], "x-dead-letter-strategy", "at-least-once");
+        /* a message that kills every worker ends in the DLQ (reason delivery_limit) */
+        if (cfg->delivery_limit > 0)
+            int_arg(&args[n++], "x-delivery-limit", cfg->delivery_limit);
+    }
     if ((err = declare_queue(c, cfg, MQ_QUEUE_SETTLEMENT, args, n)) != GW_OK ||
         (err = bind_queue(c, MQ_QUEUE_SETTLEMENT, MQ_EXCHANGE_EVENTS, MQ_BINDING_APPROVED)) !=
             GW_OK)

@@ -566,6 +566,7 @@ bool tmq_declare_topology(const char *url, const char *retry_delays_ms)
     memset(&cfg, 0, sizeof cfg);
     cfg.queue_type = QUEUE_CLASSIC;
     cfg.settlement_max_length = CONFIG_SETTLEMENT_MAX_LENGTH;
+    cfg.delivery_limit = 20;
     if (!config_parse_delays(retry_delays_ms ? retry_delays_ms : "1000,5000", cfg.retry_delays_ms,
                              &cfg.retry_steps)) {
         fprintf(stderr, "tmq: bad delays %s\n", retry_delays_ms);

@@ -188,6 +188,7 @@ static void test_each_bad_variable_is_named(void)
                "rabbit-secret");
     expect_bad("AMQP_URL", "amqp://g:g@h1:5672/%2f,", "AMQP_URL", NULL);
     expect_bad("SETTLEMENT_MAX_LENGTH", "0", "SETTLEMENT_MAX_LENGTH", NULL);
+    expect_bad("SETTLEMENT_DELIVERY_LIMIT", "0", "SETTLEMENT_DELIVERY_LIMIT", NULL);
     expect_bad("RETRY_LOST_AFTER_SECONDS", "5", "RETRY_LOST_AFTER_SECONDS", NULL);
     expect_bad("API_TOKEN", NULL, "API_TOKEN", NULL);
     expect_bad("ADMIN_TOKEN", NULL, "ADMIN_TOKEN", NULL);

@@ -347,7 +347,11 @@ void settle_run(settle *s, volatile sig_atomic_t *stop)
     backoff_init(&db_bo, 200, 5000);
     while (!*stop) {
         if (connect_db(s) != GW_OK) {
+            /* no deliveries while PostgreSQL is away: the ones in hand go back now, once,
+             * instead of cycling through nack-requeue, each cycle counting towards a quorum
+             * queue's delivery limit (docs/decisions.md, 20) */
             drop_db(s);
+            consumer_drop(s->mq);
             backoff_wait(&bo, stop);
             continue;
         }

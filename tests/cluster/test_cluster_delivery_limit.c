@@ -1,0 +1,135 @@
+/*
+ * tests/cluster/test_cluster_delivery_limit.c - the delivery limit of payments.settlement (quorum)
+ *
+ * "poison": with SETTLEMENT_DELIVERY_LIMIT=3, a worker that crashes on the message every time
+ * (failpoint worker.before_commit=exit) is started again and again: after the limit the broker
+ * dead-letters the message (x-death reason delivery_limit) and no ledger effect was written.
+ * "db_outage": with the default limit (20), PostgreSQL stops for 60 s under a stream of
+ * payments. The worker stops consuming while the database is away, so the outage costs a
+ * message one delivery, not one per retry: every accepted payment settles once and nothing is
+ * dead-lettered.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <jansson.h>
+
+#include "tests/cluster/tcluster.h"
+#include "tests/e2e/tmq.h"
+#include "tests/support/tcheck.h"
+#include "tests/support/thttp.h"
+#include "tests/support/tstack.h"
+
+static te2e e;
+
+static void poison(void)
+{
+    const char *limit[] = {"SETTLEMENT_DELIVERY_LIMIT=3", NULL};
+    const char *crash[] = {"QUEUE_TYPE=quorum", "SETTLEMENT_DELIVERY_LIMIT=3",
+                           "GATEWAY_FAILPOINTS=worker.before_commit=exit", NULL};
+    tcluster c = {0};
+    tmq_msg *msgs = NULL;
+    size_t n = 0;
+    long depth = 0;
+    int runs = 0;
+    tmq *m = NULL;
+    thttp_resp r;
+    char *body;
+
+    if (!tcluster_start(&c, &e, "delivery_limit", limit))
+        goto out;
+    CHECK(tprog_stop(&c.worker, 0) == 0); /* the healthy worker must not take it */
+    body = tapi_payment("dlim-1", "dlim-1");
+    tapi_post(&c.api, body, NULL, &r);
+    free(body);
+    CHECK_INT(r.status, 202);
+    thttp_resp_free(&r);
+    CHECK_WAIT_LONG(e.db, "SELECT count(*) FROM payments WHERE status = 'published'", 1, 10000,
+                    50);
+    m = tmq_connect(e.amqp_url);
+    if (!CHECK(m != NULL))
+        goto out;
+    while (depth < 1 && runs++ < 10) {
+        tprog w = {0};
+
+        tprog_start(&w, TPROG_WORKER, "delivery_limit-crashing", &e, crash); /* may die first */
+        if (w.proc != NULL)
+            tproc_wait_exit(w.proc, 10000);
+        tprog_free(&w);
+        depth = tmq_wait_depth(m, "payments.settlement.dlq", 1, 2000);
+    }
+    printf("in the DLQ after %d crashing workers\n", runs);
+    CHECK_INT(depth, 1);
+    CHECK(runs >= 3);
+    msgs = tmq_read_all(m, "payments.settlement.dlq", false, &n);
+    if (CHECK_INT((long long)n, 1)) {
+        json_t *xd = tmq_x_death(&msgs[0]);
+        json_t *first = json_array_get(xd, 0);
+
+        char *text = json_dumps(xd, JSON_COMPACT);
+
+        printf("x-death: %s\n", text ? text : "(none)");
+        free(text);
+        CHECK_STR(json_string_value(json_object_get(first, "reason")), "delivery_limit");
+        json_decref(xd);
+    }
+    tmq_msgs_free(msgs, n);
+    CHECK_INT(tdb_long(e.db, "SELECT count(*) FROM ledger_entries", NULL), 0);
+    CHECK_INT(tdb_long(e.db, "SELECT count(*) FROM inbox", NULL), 0);
+out:
+    tmq_close(m);
+    tcluster_stop(&c);
+}
+
+static void db_outage(void)
+{
+    tcluster c = {0};
+    tstream s = {0};
+    int done_fd = -1;
+    pid_t guard;
+
+    guard = tstack_guard_start("db", &done_fd);
+    if (!tcluster_start(&c, &e, "delivery_limit_db", NULL) ||
+        !tstream_start(&s, &c.api, "dbo", 100))
+        goto out;
+    tproc_sleep_ms(3000);
+    CHECK_INT(tstack_run("stop", "db"), 0);
+    tproc_sleep_ms(60000);
+    CHECK_INT(tstack_run("start", "db"), 0);
+    tproc_sleep_ms(5000);
+    tstream_stop(&s);
+    CHECK(atomic_load(&s.accepted) > 500);
+    /* the accepts during the outage were refused (503 or no answer), never 202 */
+    tcluster_check_once(e.db, "dbo", atomic_load(&s.accepted), 60000);
+    {
+        tmq *m = tmq_connect(e.amqp_url);
+
+        if (CHECK(m != NULL))
+            CHECK_INT(tmq_depth(m, "payments.settlement.dlq"), 0);
+        tmq_close(m);
+    }
+out:
+    tcluster_stop(&c);
+    if (guard > 0) {
+        tstack_run("start", "db");
+        tstack_guard_done(guard, done_fd);
+    }
+}
+
+static void run(void *arg)
+{
+    if (strcmp((const char *)arg, "poison") == 0)
+        poison();
+    else
+        db_outage();
+}
+
+int main(int argc, char **argv)
+{
+    const char *mode = argc > 1 ? argv[1] : "poison";
+    char name[64];
+
+    snprintf(name, sizeof name, "cluster_delivery_limit_%s", mode);
+    return te2e_main_arg(name, &e, run, (void *)mode);
+}
