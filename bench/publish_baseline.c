@@ -65,6 +65,8 @@ static amqp_connection_state_t connect_url(const char *url)
     amqp_connection_state_t c;
     amqp_socket_t *s;
 
+    if (copy != NULL)
+        copy[strcspn(copy, ",")] = '\0'; /* a cluster's list: its first node */
     if (copy == NULL || amqp_parse_url(copy, &info) != AMQP_STATUS_OK)
         die("bad AMQP URL");
     c = amqp_new_connection();
