@@ -4,6 +4,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "shared/amqp/mq.h"
+
 /* Designated, so a slot without a status stays 0: test_api_metrics catches it. */
 static const int reject_statuses[API_NREJECT] = {
     [API_REJECT_400] = 400, [API_REJECT_401] = 401, [API_REJECT_404] = 404, [API_REJECT_405] = 405,
@@ -42,6 +44,7 @@ void api_metrics_init(api_metrics *m)
     m->commit_batch_size = metrics_histogram(m->registry, "paygw_api_commit_batch_size", NULL,
                                              "Accepts per group-commit transaction.",
                                              metrics_batch_bounds, metrics_batch_nbounds);
+    mq_metrics_attach(m->registry); /* the admin's broker connection: its node, its reconnects */
 }
 
 void api_metrics_deinit(api_metrics *m)

@@ -37,11 +37,16 @@
     "UPDATE payments p SET status = 'unroutable', last_error = $2, updated_at = now() FROM o "     \
     "WHERE p.payment_id = o.payment_id AND payment_may_move(p.status, 'unroutable')"
 
-/* Worker: -> retrying. $1 payment_id, $2 event_id, $3 attempt, $4 the error. */
+/*
+ * Worker: -> retrying. $1 payment_id, $2 event_id, $3 attempt, $4 the error. The wait is noted
+ * in retry_waits, so the relay can publish the payment again if its copy is lost (sql/0014).
+ */
 #define PAYMENT_STATUS_SQL_RETRYING                                                                \
-    "UPDATE payments SET status = 'retrying', attempts = $3::int, last_error = $4, "               \
-    "updated_at = now() WHERE payment_id = $1 AND event_id = $2 "                                  \
-    "AND payment_may_move(status, 'retrying')"
+    "WITH moved AS (UPDATE payments SET status = 'retrying', attempts = $3::int, "                 \
+    "last_error = $4, updated_at = now() WHERE payment_id = $1 AND event_id = $2 "                 \
+    "AND payment_may_move(status, 'retrying') RETURNING payment_id) "                              \
+    "INSERT INTO retry_waits (payment_id) SELECT payment_id FROM moved "                           \
+    "ON CONFLICT (payment_id) DO UPDATE SET since = now()"
 
 /* Worker: -> dead_lettered. $1 payment_id, $2 event_id, $3 attempt, $4 the error. */
 #define PAYMENT_STATUS_SQL_DEAD_LETTERED                                                           \

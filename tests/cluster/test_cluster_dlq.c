@@ -6,10 +6,12 @@
  * started again; then the admin drain stores them 25 at a time, and the DLQ's leader is killed
  * again half-way. Every payment is dead_lettered, and every letter is stored exactly once: the
  * at-least-once dead-lettering and a drain whose ack was lost may both hand a letter over twice,
- * and the drain's dedupe keeps one.
+ * and the drain's dedupe keeps one. Then the leader of payments.settlement is killed and five
+ * letters are replayed: each replay is confirmed (from whichever node the API is on now).
  */
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "tests/admin/tadmin.h"
 #include "tests/cluster/tcluster.h"
@@ -30,6 +32,45 @@ static void kill_dlq_leader(void)
         CHECK(tcluster_node("kill", k));
         CHECK(tcluster_node("start", k));
     }
+}
+
+/* Kill the node of payments.settlement's leader, start it, replay five letters (retrying 503s). */
+static void replay_after_kill(const tcluster *c)
+{
+    int k = tcluster_leader(&e, "payments.settlement"), replayed = 0;
+    char *ids = tdb_value(e.db, "SELECT string_agg(id::text, ' ' ORDER BY id) FROM "
+                                "(SELECT id FROM dead_letters ORDER BY id LIMIT 5) s", NULL);
+    char *save = NULL;
+
+    printf("leader of payments.settlement on broker-%d\n", k);
+    if (CHECK(k >= 1)) {
+        CHECK(tcluster_node("kill", k));
+        CHECK(tcluster_node("start", k));
+    }
+    for (char *id = ids ? strtok_r(ids, " ", &save) : NULL; id != NULL;
+         id = strtok_r(NULL, " ", &save)) {
+        char path[64];
+
+        snprintf(path, sizeof path, "/admin/dlq/%s/replay", id);
+        for (int tries = 0; tries < 20; tries++) {
+            thttp_resp r;
+            long status;
+
+            tadm_admin(&c->api, "POST", path, &r);
+            status = r.status;
+            thttp_resp_free(&r);
+            if (status == 202) {
+                replayed++;
+                break;
+            }
+            printf("replay %s answered %ld: again in 0.5 s\n", id, status);
+            tproc_sleep_ms(500);
+        }
+    }
+    free(ids);
+    CHECK_INT(replayed, 5);
+    CHECK_INT(tdb_long(e.db, "SELECT count(*) FROM dead_letters WHERE replayed_at IS NOT NULL", NULL),
+              5);
 }
 
 static void run(void)
@@ -82,6 +123,7 @@ static void run(void)
         thttp_resp_free(&r);
     }
     CHECK_INT(tdb_long(e.db, "SELECT count(*) FROM dead_letters", NULL), LETTERS);
+    replay_after_kill(&c);
 out:
     tcluster_stop(&c);
     if (guard > 0) {
