@@ -243,8 +243,13 @@ gw_err db_prepared_rows(db_conn *db, const char *name, int a, int b, long *rows)
     snprintf(pa, sizeof pa, "%d", a);
     snprintf(pb, sizeof pb, "%d", b);
     res = db_prepared(db, name, 2, params);
-    err = db_check(res, PGRES_COMMAND_OK, name);
-    *rows = err == GW_OK ? atol(PQcmdTuples(res)) : 0;
+    if (PQresultStatus(res) == PGRES_TUPLES_OK && PQntuples(res) == 1) {
+        err = GW_OK; /* SELECT f($1, $2): the function returns the count */
+        *rows = atol(PQgetvalue(res, 0, 0));
+    } else {
+        err = db_check(res, PGRES_COMMAND_OK, name);
+        *rows = err == GW_OK ? atol(PQcmdTuples(res)) : 0;
+    }
     PQclear(res);
     return err;
 }

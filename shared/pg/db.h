@@ -85,7 +85,8 @@ PGresult *db_prepared(db_conn *db, const char *name, int n, const char *const *p
 /*
  * db_prepared_rows - run prepared command @name with the integer parameters
  * @a and @b (the retention purges: an age and a batch limit); *@rows is how
- * many rows it changed, 0 on failure.
+ * many rows it changed (for "SELECT f($1, $2)", the one integer f returns),
+ * 0 on failure.
  */
 GW_MUSTCHECK gw_err db_prepared_rows(db_conn *db, const char *name, int a, int b, long *rows);
 

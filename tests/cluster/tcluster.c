@@ -41,6 +41,21 @@ void tcluster_stop(tcluster *c)
     tprog_stop(&c->worker, 0);
 }
 
+void tcluster_guard(tguard *g, const char *what)
+{
+    g->what = what;
+    g->pid = tstack_guard_start(what, &g->fd);
+}
+
+void tcluster_finish(tcluster *c, tguard *g)
+{
+    tcluster_stop(c);
+    if (g->pid > 0) {
+        tstack_run("start", g->what);
+        tstack_guard_done(g->pid, g->fd);
+    }
+}
+
 int tcluster_leader(const te2e *e, const char *queue)
 {
     const char *args[] = {"leader", queue, e->vhost, NULL};

@@ -24,6 +24,20 @@ typedef struct tcluster {
 bool tcluster_start(tcluster *c, te2e *e, const char *label, const char *const *extra);
 void tcluster_stop(tcluster *c);
 
+/*
+ * A guard (tests/support/tstack.h) that runs "$GW_STACK start @what" (broker:
+ * every node; db) if the test dies before tcluster_finish().
+ */
+typedef struct tguard {
+    const char *what;
+    pid_t pid;
+    int fd;
+} tguard;
+void tcluster_guard(tguard *g, const char *what);
+
+/* tcluster_finish - stop @c's programs, start @g's servers again, dismiss the guard. */
+void tcluster_finish(tcluster *c, tguard *g);
+
 /* tcluster_leader - K (1-based) of the node holding @queue's leader in the test's vhost; -1. */
 int tcluster_leader(const te2e *e, const char *queue);
 /* tcluster_node - "$GW_STACK @verb broker-@k" (kill, stop, start); true when it exited 0. */

@@ -86,10 +86,9 @@ static void db_outage(void)
 {
     tcluster c = {0};
     tstream s = {0};
-    int done_fd = -1;
-    pid_t guard;
+    tguard g;
 
-    guard = tstack_guard_start("db", &done_fd);
+    tcluster_guard(&g, "db");
     if (!tcluster_start(&c, &e, "delivery_limit_db", NULL) ||
         !tstream_start(&s, &c.api, "dbo", 100))
         goto out;
@@ -110,11 +109,7 @@ static void db_outage(void)
         tmq_close(m);
     }
 out:
-    tcluster_stop(&c);
-    if (guard > 0) {
-        tstack_run("start", "db");
-        tstack_guard_done(guard, done_fd);
-    }
+    tcluster_finish(&c, &g);
 }
 
 static void run(void *arg)

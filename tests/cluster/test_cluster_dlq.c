@@ -76,13 +76,13 @@ static void replay_after_kill(const tcluster *c)
 static void run(void)
 {
     tcluster c = {0};
-    int done_fd = -1, calls = 0;
+    int calls = 0;
     bool killed_in_drain = false;
     long long stored = 0;
-    pid_t guard;
+    tguard g;
     char id[32];
 
-    guard = tstack_guard_start("broker", &done_fd);
+    tcluster_guard(&g, "broker");
     if (!tcluster_start(&c, &e, "cluster_dlq", NULL))
         goto out;
     for (int i = 1; i <= LETTERS; i++) {
@@ -125,11 +125,7 @@ static void run(void)
     CHECK_INT(tdb_long(e.db, "SELECT count(*) FROM dead_letters", NULL), LETTERS);
     replay_after_kill(&c);
 out:
-    tcluster_stop(&c);
-    if (guard > 0) {
-        tstack_run("start", "broker");
-        tstack_guard_done(guard, done_fd);
-    }
+    tcluster_finish(&c, &g);
 }
 
 int main(void)

@@ -25,11 +25,11 @@ static void run(void)
     const char *extra[] = {"OUTBOX_MAX_BACKLOG=300", NULL};
     tcluster c = {0};
     tstream s = {0};
-    int done_fd = -1, up, down[2], n = 0;
+    int up, down[2], n = 0;
     long long published, pending;
-    pid_t guard;
+    tguard g;
 
-    guard = tstack_guard_start("broker", &done_fd);
+    tcluster_guard(&g, "broker");
     if (!tcluster_start(&c, &e, "cluster_majority", extra))
         goto out;
     /* keep the node the programs are on: the majority goes, the connections stay */
@@ -71,11 +71,7 @@ static void run(void)
     CHECK(tcluster_node("start", down[1]));
     tcluster_check_once(e.db, "mj", atomic_load(&s.accepted), 60000);
 out:
-    tcluster_stop(&c);
-    if (guard > 0) {
-        tstack_run("start", "broker");
-        tstack_guard_done(guard, done_fd);
-    }
+    tcluster_finish(&c, &g);
 }
 
 int main(void)

@@ -64,12 +64,11 @@ static void run(void *arg)
     const char *mode = arg;
     tcluster c = {0};
     tstream s = {0};
-    int done_fd = -1;
-    pid_t guard;
+    tguard g;
     char prefix[32];
 
     snprintf(prefix, sizeof prefix, "nl-%s", mode);
-    guard = tstack_guard_start("broker", &done_fd); /* every node back if this test dies */
+    tcluster_guard(&g, "broker"); /* every node back if this test dies */
     if (!tcluster_start(&c, &e, "cluster_node_loss", NULL) ||
         !tstream_start(&s, &c.api, prefix, 150))
         goto out;
@@ -89,11 +88,7 @@ static void run(void *arg)
           3);
     CHECK(tprog_metric(&c.relay, "paygw_amqp_connected_node") >= 1);
 out:
-    tcluster_stop(&c);
-    if (guard > 0) {
-        tstack_run("start", "broker");
-        tstack_guard_done(guard, done_fd);
-    }
+    tcluster_finish(&c, &g);
 }
 
 int main(int argc, char **argv)

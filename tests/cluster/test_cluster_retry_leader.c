@@ -56,13 +56,13 @@ static void run(void)
     const char *extra[] = {"BANK_SIM_RULES=001/9999-1:fail-first=2", "RETRY_DELAYS_MS=3000,12000",
                            NULL};
     tcluster c = {0};
-    int done_fd = -1, k;
+    int k;
     thttp_resp r;
     json_t *o;
     char *body, *s;
-    pid_t guard;
+    tguard g;
 
-    guard = tstack_guard_start("broker", &done_fd);
+    tcluster_guard(&g, "broker");
     if (!tcluster_start(&c, &e, "cluster_retry_leader", extra))
         goto out;
     s = tapi_payment("rl-1", "rl-1");
@@ -89,11 +89,7 @@ static void run(void)
               2);
     CHECK_INT(tdb_long(e.db, "SELECT count(*) FROM inbox WHERE event_id = 'rl-1'", NULL), 1);
 out:
-    tcluster_stop(&c);
-    if (guard > 0) {
-        tstack_run("start", "broker");
-        tstack_guard_done(guard, done_fd);
-    }
+    tcluster_finish(&c, &g);
 }
 
 int main(void)

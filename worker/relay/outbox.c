@@ -174,16 +174,5 @@ gw_err outbox_backlog(db_conn *db, long *pending, double *oldest_age_s)
 
 gw_err outbox_rearm(db_conn *db, int after_s, int limit, long *rearmed)
 {
-    char a[16], l[16];
-    const char *params[2] = {a, l};
-    PGresult *res;
-    gw_err err;
-
-    snprintf(a, sizeof a, "%d", after_s);
-    snprintf(l, sizeof l, "%d", limit);
-    res = db_prepared(db, "outbox_rearm", 2, params);
-    err = db_check(res, PGRES_TUPLES_OK, "outbox_rearm");
-    *rearmed = err == GW_OK ? atol(PQgetvalue(res, 0, 0)) : 0;
-    PQclear(res);
-    return err;
+    return db_prepared_rows(db, "outbox_rearm", after_s, limit, rearmed);
 }
