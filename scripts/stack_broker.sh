@@ -250,8 +250,9 @@ cmd_leader() {
     local q=${1:-} vhost=${2:-/} k node
     [[ -n $q ]] || die "usage: scripts/stack leader QUEUE [VHOST]"
     k=$(first_running_node)
-    node=$(node_ctl "$k" -q list_queues -p "$vhost" name leader pid --formatter json 2>/dev/null |
-        jq -r --arg q "$q" '.[] | select(.name == $q) | (if (.leader // "") != "" then .leader else (.pid | capture("<(?<n>[^.]+)").n) end)') ||
+    # tab-separated: name, leader (quorum; empty for classic), pid <node.N.N.N> (classic)
+    node=$(node_ctl "$k" -q --no-table-headers list_queues -p "$vhost" name leader pid 2>/dev/null |
+        awk -F'\t' -v q="$q" '$1 == q { n = $2; if (n == "") { n = $3; sub(/^</, "", n); sub(/\..*$/, "", n) } print n; exit }') ||
         die "cannot list the queues"
     [[ -n $node ]] || die "no queue $q"
     [[ $node =~ ^paygw-([0-9]+)@ ]] || die "queue $q is on an unknown node $node"
