@@ -152,8 +152,10 @@ static bool check_amqp_url(FILE *errs, const char *urls)
 
         /* amqp_parse_url writes into its argument: parse a copy */
         if (!mq_url_at(urls, i, url, sizeof url) || amqp_parse_url(url, &info) != AMQP_STATUS_OK) {
-            fprintf(errs, "config: AMQP_URL: item %d of %d is not an amqp://user:pass@host:port/vhost URL\n",
-                    i + 1, n);
+            fprintf(
+                errs,
+                "config: AMQP_URL: item %d of %d is not an amqp://user:pass@host:port/vhost URL\n",
+                i + 1, n);
             return false;
         }
     }
@@ -284,8 +286,9 @@ static int load_tuning(gw_config *c, FILE *errs)
     bad += !env_int(errs, "RETRY_LOST_AFTER_SECONDS", 300, 1, 86400, &c->retry_lost_after_s);
     for (int i = 0; i < c->retry_steps; i++) {
         if (c->retry_delays_ms[i] >= c->retry_lost_after_s * 1000L) {
-            fprintf(errs, "config: RETRY_LOST_AFTER_SECONDS=%d must exceed every RETRY_DELAYS_MS "
-                          "step (%d ms): a waiting copy is not lost\n",
+            fprintf(errs,
+                    "config: RETRY_LOST_AFTER_SECONDS=%d must exceed every RETRY_DELAYS_MS "
+                    "step (%d ms): a waiting copy is not lost\n",
                     c->retry_lost_after_s, c->retry_delays_ms[i]);
             bad++;
             break;

@@ -25,8 +25,7 @@ static gw_err declare_queue(mq_conn *c, const gw_config *cfg, const char *name,
 {
     amqp_table_t table;
 
-    str_arg(&args[nargs++], "x-queue-type",
-            cfg->queue_type == QUEUE_QUORUM ? "quorum" : "classic");
+    str_arg(&args[nargs++], "x-queue-type", cfg->queue_type == QUEUE_QUORUM ? "quorum" : "classic");
     table.num_entries = nargs;
     table.entries = args;
     amqp_queue_declare(mq_state(c), MQ_CHANNEL, mq_bytes(name), 0, 1 /* durable */, 0, 0, table);

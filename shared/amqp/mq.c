@@ -37,8 +37,9 @@ static metric *node_gauge, *connects;
 
 void mq_metrics_attach(metrics *m)
 {
-    node_gauge = metrics_gauge(m, "paygw_amqp_connected_node", NULL,
-                               "1-based position in AMQP_URL of the node last connected to; 0: none.");
+    node_gauge =
+        metrics_gauge(m, "paygw_amqp_connected_node", NULL,
+                      "1-based position in AMQP_URL of the node last connected to; 0: none.");
     connects = metrics_counter(m, "paygw_amqp_connects_total", NULL,
                                "Connections opened to a broker node; each reconnect adds one.");
 }
@@ -159,8 +160,8 @@ static gw_err open_one(const char *url, const char *cacert, const char *name, bo
         c->confirms = true;
     }
     c->open = true;
-    log_info("mq_connected", "host=%s port=%d vhost=%s name=%s", info.host, info.port,
-             info.vhost, name);
+    log_info("mq_connected", "host=%s port=%d vhost=%s name=%s", info.host, info.port, info.vhost,
+             name);
     free(copy);
     *out = c;
     return GW_OK;
@@ -200,8 +201,7 @@ bool mq_url_at(const char *urls, int i, char *buf, size_t len)
     return true;
 }
 
-gw_err mq_open(const char *urls, const char *cacert, const char *name, bool confirms,
-               mq_conn **out)
+gw_err mq_open(const char *urls, const char *cacert, const char *name, bool confirms, mq_conn **out)
 {
     int n = mq_url_count(urls), first = atomic_load(&preferred_node) % n;
     gw_err err = GW_ERR_MQ;

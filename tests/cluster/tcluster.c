@@ -138,7 +138,8 @@ void tcluster_check_once(tdb *db, const char *prefix, long long accepted, int ti
     snprintf(like, sizeof like, "%s-%%", prefix);
     snprintf(acc, sizeof acc, "%lld", accepted);
     snprintf(sql, sizeof sql,
-             "SELECT count(*) FROM payments WHERE payment_id LIKE '%s' AND status = 'settled'", like);
+             "SELECT count(*) FROM payments WHERE payment_id LIKE '%s' AND status = 'settled'",
+             like);
     settled = te2e_wait_long(db, sql, accepted, timeout_ms, 200);
     printf("%lld of %lld accepted payments settled, %.1f s after the stream ended\n", settled,
            accepted, te2e_elapsed_s(t0));
@@ -153,9 +154,9 @@ void tcluster_check_once(tdb *db, const char *prefix, long long accepted, int ti
                        "AND count(*) FILTER (WHERE side = 'credit') = 1 AND count(*) = 2) s",
                        like, NULL),
               accepted);
-    CHECK_INT(tdb_long(db, "SELECT count(*) FROM ledger_entries WHERE payment_id LIKE $1", like,
-                       NULL),
-              2 * accepted);
+    CHECK_INT(
+        tdb_long(db, "SELECT count(*) FROM ledger_entries WHERE payment_id LIKE $1", like, NULL),
+        2 * accepted);
     CHECK_INT(tdb_long(db, "SELECT count(*) FROM inbox WHERE event_id LIKE $1", like, NULL),
               accepted);
     CHECK_INT(tdb_long(db,

@@ -1,4 +1,5 @@
-/* tests/cluster/tcluster.h - the cluster suite's fixture: the programs on quorum queues, a stream */
+/* tests/cluster/tcluster.h - the cluster suite's fixture: the programs on quorum queues, a stream
+ */
 #ifndef TESTS_CLUSTER_TCLUSTER_H
 #define TESTS_CLUSTER_TCLUSTER_H
 

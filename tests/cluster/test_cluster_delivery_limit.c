@@ -45,8 +45,7 @@ static void poison(void)
     free(body);
     CHECK_INT(r.status, 202);
     thttp_resp_free(&r);
-    CHECK_WAIT_LONG(e.db, "SELECT count(*) FROM payments WHERE status = 'published'", 1, 10000,
-                    50);
+    CHECK_WAIT_LONG(e.db, "SELECT count(*) FROM payments WHERE status = 'published'", 1, 10000, 50);
     m = tmq_connect(e.amqp_url);
     if (!CHECK(m != NULL))
         goto out;

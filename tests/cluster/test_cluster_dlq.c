@@ -38,8 +38,10 @@ static void kill_dlq_leader(void)
 static void replay_after_kill(const tcluster *c)
 {
     int k = tcluster_leader(&e, "payments.settlement"), replayed = 0;
-    char *ids = tdb_value(e.db, "SELECT string_agg(id::text, ' ' ORDER BY id) FROM "
-                                "(SELECT id FROM dead_letters ORDER BY id LIMIT 5) s", NULL);
+    char *ids = tdb_value(e.db,
+                          "SELECT string_agg(id::text, ' ' ORDER BY id) FROM "
+                          "(SELECT id FROM dead_letters ORDER BY id LIMIT 5) s",
+                          NULL);
     char *save = NULL;
 
     printf("leader of payments.settlement on broker-%d\n", k);
@@ -69,8 +71,8 @@ static void replay_after_kill(const tcluster *c)
     }
     free(ids);
     CHECK_INT(replayed, 5);
-    CHECK_INT(tdb_long(e.db, "SELECT count(*) FROM dead_letters WHERE replayed_at IS NOT NULL", NULL),
-              5);
+    CHECK_INT(
+        tdb_long(e.db, "SELECT count(*) FROM dead_letters WHERE replayed_at IS NOT NULL", NULL), 5);
 }
 
 static void run(void)

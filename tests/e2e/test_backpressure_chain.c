@@ -1,5 +1,6 @@
 /*
- * tests/e2e/test_backpressure_chain.c - one bounded buffer: a full queue holds, no retry copy is lost
+ * tests/e2e/test_backpressure_chain.c - one bounded buffer: a full queue holds, no retry copy is
+ * lost
  *
  * payments.settlement has a length limit (SETTLEMENT_MAX_LENGTH=200, reject-publish); the API
  * answers 503 above OUTBOX_MAX_BACKLOG=400. Twenty payments to a bank down for two attempts

@@ -78,8 +78,9 @@ gw_err relay_new(const gw_config *cfg, metrics *m, health *h, relay **out)
                                   "Age of the oldest unpublished outbox row.");
     r->purged = metrics_counter(m, "paygw_relay_outbox_purged_total", NULL,
                                 "Published outbox rows deleted after the retention.");
-    r->rearmed = metrics_counter(m, "paygw_relay_retries_rearmed_total", NULL,
-                                 "Retry copies that never came back, published again from the outbox.");
+    r->rearmed =
+        metrics_counter(m, "paygw_relay_retries_rearmed_total", NULL,
+                        "Retry copies that never came back, published again from the outbox.");
     r->blocked = metrics_gauge(m, "paygw_relay_broker_blocked", NULL,
                                "1 while the broker blocks publishing (memory or disk alarm).");
     *out = r;
