@@ -49,8 +49,15 @@ struct committer {
     db_conn *db[MAX_THREADS];
 };
 
+/*
+ * DB_SYNC_WRITE: every batch writes WAL, so its COMMIT waits for the synchronous
+ * standby even when it only replays answers. A replay read a row that may be
+ * committed here and on no standby (a COMMIT whose wait was cancelled); its 202
+ * must wait until the standby holds that row too (docs/decisions.md, 22).
+ */
 static const db_stmt committer_stmts[] = {
-    {"accept_batch", "SELECT idx, outcome, response_body FROM accept_batch($1::jsonb)"},
+    {"accept_batch", "SELECT idx, outcome, response_body FROM accept_batch($1::jsonb), "
+                     "(" DB_SYNC_WRITE ") AS sync"},
 };
 
 typedef struct worker_arg {
@@ -91,10 +98,11 @@ static json_t *job_json(const accept_job *j)
 
 /*
  * try_batch - BEGIN; accept_batch(all); COMMIT. On GW_OK every job has its
- * outcome and everything is committed. On an error nothing of the batch is
- * committed and every job carries that error.
+ * outcome and everything is committed. On an error every job carries it and
+ * none is answered 202: nothing of the batch is committed, or (*@at_commit) the
+ * COMMIT's outcome is unknown.
  */
-static gw_err try_batch(db_conn *db, accept_job **jobs, int n)
+static gw_err try_batch(db_conn *db, accept_job **jobs, int n, bool *at_commit)
 {
     json_t *arr = json_array();
     PGresult *res = NULL;
@@ -126,6 +134,7 @@ static gw_err try_batch(db_conn *db, accept_job **jobs, int n)
     }
     if ((err = failpoint_hit("api.before_commit")) != GW_OK)
         goto rollback;
+    *at_commit = true;
     err = db_exec(db, "COMMIT");
     goto out;
 rollback:
@@ -154,12 +163,17 @@ static int by_payment_id(const void *a, const void *b)
  */
 static void run_batch(db_conn *db, accept_job **jobs, int n)
 {
+    bool at_commit = false;
+
     qsort(jobs, (size_t)n, sizeof *jobs, by_payment_id);
-    if (try_batch(db, jobs, n) == GW_OK || n == 1 || PQstatus(db_pg(db)) != CONNECTION_OK)
+    /* a failed COMMIT is no bad row: it would fail alone as well, and each alone would wait
+     * as long (a COMMIT that waited for a standby in vain) */
+    if (try_batch(db, jobs, n, &at_commit) == GW_OK || n == 1 || at_commit ||
+        PQstatus(db_pg(db)) != CONNECTION_OK)
         return;
     log_warn("accept_batch_split", "jobs=%d", n);
     for (int i = 0; i < n; i++)
-        if (try_batch(db, &jobs[i], 1) != GW_OK)
+        if (try_batch(db, &jobs[i], 1, &at_commit) != GW_OK)
             log_warn("accept_row_failed", "event_id=%s", jobs[i]->p.event_id);
 }
 

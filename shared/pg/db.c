@@ -1,9 +1,12 @@
 /* shared/pg/db.c - libpq with checked results and reconnects */
 #include "shared/pg/db.h"
 
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "shared/config.h"
@@ -15,8 +18,44 @@ struct db_conn {
     char *app;
     const db_stmt *stmts; /* borrowed */
     size_t nstmts;
-    bool ready; /* connected and prepared */
+    bool ready;           /* connected and prepared */
+    bool sync_wait_ended; /* the server warned that a commit's wait for its standby ended */
 };
+
+/*
+ * PostgreSQL ends a COMMIT's wait for the synchronous standby when the statement
+ * is cancelled (statement_timeout among others) or the backend is told to go, and
+ * then answers "COMMIT" with only a WARNING: the transaction is committed here but
+ * perhaps on no standby, and a failover can lose it. The warning is the only sign,
+ * so the receiver below flags it and db_exec()/db_prepared() turn that statement's
+ * success into a failure whose outcome is unknown (docs/decisions.md, 22).
+ */
+static void db_notice(void *arg, const PGresult *res)
+{
+    db_conn *db = arg;
+    const char *sev = PQresultErrorField(res, PG_DIAG_SEVERITY_NONLOCALIZED);
+    const char *msg = PQresultErrorField(res, PG_DIAG_MESSAGE_PRIMARY);
+    char line[256];
+
+    if (sev == NULL || strcmp(sev, "WARNING") != 0 || msg == NULL)
+        return;
+    db_message_line(msg, line, sizeof line);
+    if (strstr(msg, "synchronous replication") != NULL) {
+        db->sync_wait_ended = true;
+        log_warn("db_sync_wait_ended", "app=%s message=\"%s\"", db->app, line);
+        return;
+    }
+    log_warn("db_warning", "app=%s message=\"%s\"", db->app, line);
+}
+
+/* sync_wait_ended - true (once) when the statement just run may be committed on no standby. */
+static bool sync_wait_ended(db_conn *db)
+{
+    bool ended = db->sync_wait_ended;
+
+    db->sync_wait_ended = false;
+    return ended;
+}
 
 void db_message_line(const char *msg, char *out, size_t len)
 {
@@ -55,8 +94,17 @@ gw_err db_check(const PGresult *res, ExecStatusType want, const char *stmt)
 
 static gw_err db_connect(db_conn *db)
 {
-    const char *keys[] = {"dbname", "application_name", "connect_timeout", NULL};
-    const char *vals[] = {db->url, db->app, "3", NULL};
+    /*
+     * Bounds for a database that can vanish without a word (a node lost with its
+     * host, contract section 11): a connect tries each host of a multi-host URL for
+     * 2 s; keepalives notice an idle connection to a dead server within 5 + 2 * 2 s;
+     * tcp_user_timeout ends one whose sent data goes unacknowledged for 5 s. A
+     * caller waits on no more than these plus statement_timeout.
+     */
+    const char *keys[] = {"dbname",           "application_name", "connect_timeout",
+                          "keepalives",       "keepalives_idle",  "keepalives_interval",
+                          "keepalives_count", "tcp_user_timeout", NULL};
+    const char *vals[] = {db->url, db->app, "2", "1", "5", "2", "2", "5000", NULL};
     char target[160];
     PGresult *res;
 
@@ -72,6 +120,8 @@ static gw_err db_connect(db_conn *db)
         log_warn("db_connect_failed", "target=%s error=\"%s\"", target, why);
         return GW_ERR_DB;
     }
+    db->sync_wait_ended = false;
+    PQsetNoticeReceiver(db->pg, db_notice, db);
     /* shorter than the 10 s stop deadline, so a stuck query cannot hold a shutdown */
     if (db_exec(db, "SET statement_timeout = '" DB_STATEMENT_TIMEOUT "'") != GW_OK)
         return GW_ERR_DB;
@@ -161,13 +211,106 @@ bool db_healthy(db_conn *db)
     return ok;
 }
 
+static long now_ms(void)
+{
+    struct timespec t;
+
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (long)t.tv_sec * 1000 + t.tv_nsec / 1000000;
+}
+
+static void cancel_query(db_conn *db)
+{
+    PGcancel *c = PQgetCancel(db->pg);
+    char why[256] = "";
+
+    if (c == NULL || !PQcancel(c, why, sizeof why))
+        log_warn("db_cancel_failed", "app=%s error=\"%s\"", db->app,
+                 why[0] ? why : "no cancel key");
+    PQfreeCancel(c);
+}
+
+/*
+ * await_result - the result of the query just sent, as PQexec() would return it
+ * (its first error, else its last result). statement_timeout does not cover a
+ * COMMIT's wait for the synchronous standby (the server stops the timer before
+ * it commits), and with no standby that wait never ends: after @wait_ms we
+ * ask the server to cancel, which ends the wait with the warning db_notice()
+ * flags; if even that gets no answer within DB_CANCEL_WAIT_MS the connection is
+ * given up (shut down, so libpq reports it broken).
+ */
+static PGresult *await_result(db_conn *db, int wait_ms)
+{
+    long due = now_ms() + wait_ms;
+    bool cancelled = false, cut = false;
+    PGresult *keep = NULL, *res;
+
+    for (;;) {
+        while (!PQisBusy(db->pg)) {
+            if ((res = PQgetResult(db->pg)) == NULL)
+                return keep;
+            if (keep != NULL && PQresultStatus(keep) == PGRES_FATAL_ERROR) {
+                PQclear(res); /* the first error is the reason */
+            } else {
+                PQclear(keep);
+                keep = res;
+            }
+        }
+        struct pollfd pfd = {.fd = PQsocket(db->pg), .events = POLLIN};
+        long left = due - now_ms();
+        int ready = left > 0 ? poll(&pfd, 1, (int)left) : 0;
+
+        if (ready != 0) {
+            /* a broken connection makes PQisBusy() false and PQgetResult() say why */
+            if (ready > 0)
+                PQconsumeInput(db->pg);
+            continue;
+        }
+        if (!cancelled) {
+            log_warn("db_wait_cancelled", "app=%s waited_ms=%d", db->app, wait_ms);
+            cancel_query(db);
+            cancelled = true;
+        } else if (!cut) {
+            log_warn("db_connection_abandoned", "app=%s", db->app);
+            shutdown(PQsocket(db->pg), SHUT_RDWR);
+            cut = true;
+        } else {
+            return keep;
+        }
+        due = now_ms() + DB_CANCEL_WAIT_MS;
+    }
+}
+
+/* run - send @sql (or prepared @name with @params) and wait for it within the bounds above. */
+static PGresult *run(db_conn *db, const char *sql, const char *name, int n,
+                     const char *const *params)
+{
+    int sent = sql ? PQsendQuery(db->pg, sql)
+                   : PQsendQueryPrepared(db->pg, name, n, params, NULL, NULL, 0);
+
+    if (!sent)
+        return NULL; /* the connection is gone: db_check() says so */
+    /* only a COMMIT waits for the standby; any other statement ends at statement_timeout */
+    return await_result(db, sql && strstr(sql, "COMMIT") ? DB_COMMIT_WAIT_MS : DB_WAIT_MS);
+}
+
 gw_err db_exec(db_conn *db, const char *sql)
 {
-    PGresult *res = PQexec(db->pg, sql);
+    PGresult *res = db->pg ? run(db, sql, NULL, 0, NULL) : NULL;
     gw_err err = db_check(res, PGRES_COMMAND_OK, sql);
 
     PQclear(res);
+    if (err == GW_OK && sync_wait_ended(db)) {
+        log_warn("db_outcome_unknown", "app=%s stmt=%s", db->app, sql);
+        return GW_ERR_DB;
+    }
     return err;
+}
+
+gw_err db_sync_barrier(db_conn *db)
+{
+    /* one round trip: a simple query may carry several statements */
+    return db_exec(db, "BEGIN; " DB_SYNC_WRITE "; COMMIT");
 }
 
 gw_err db_begin(db_conn *db, const char *sql)
@@ -189,7 +332,14 @@ void db_rollback(db_conn *db)
 
 PGresult *db_prepared(db_conn *db, const char *name, int n, const char *const *params)
 {
-    return PQexecPrepared(db->pg, name, n, params, NULL, NULL, 0);
+    PGresult *res = db->pg ? run(db, NULL, name, n, params) : NULL;
+
+    if (sync_wait_ended(db)) { /* a statement that committed by itself: its outcome is unknown */
+        log_warn("db_outcome_unknown", "app=%s stmt=%s", db->app, name);
+        PQclear(res);
+        return NULL; /* db_check() reads it as a failure */
+    }
+    return res;
 }
 
 gw_err db_check_schema(db_conn *db)

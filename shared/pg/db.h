@@ -29,6 +29,25 @@ typedef struct db_conn db_conn;
 #define DB_IDLE_IN_TRANSACTION "60s"
 
 /*
+ * The longest wait between two tries to reach PostgreSQL: after a failover the
+ * new primary takes writes within seconds, and a program still sleeping off a
+ * long back-off would add its sleep to the outage (contract section 11).
+ */
+#define DB_RECONNECT_MAX_MS 2000
+
+/*
+ * How long db_exec() and db_prepared() wait for an answer before they ask the
+ * server to cancel: a COMMIT DB_COMMIT_WAIT_MS (only its wait for the standby
+ * can be cancelled), anything else DB_WAIT_MS (longer than DB_STATEMENT_TIMEOUT,
+ * which ends it first); and how long after that before the connection is given
+ * up. With no standby, an accept queued behind a batch whose COMMIT waits is
+ * answered 503 within two such waits (contract section 11: within 10 s).
+ */
+#define DB_COMMIT_WAIT_MS 3000
+#define DB_WAIT_MS        6000
+#define DB_CANCEL_WAIT_MS 2000
+
+/*
  * db_open - connect to @url as @app (application_name), set the session's
  * bounds (above), and prepare @stmts (borrowed: must outlive the
  * connection). On GW_OK *@out is owned by the caller (db_close()). A failed
@@ -66,7 +85,13 @@ GW_MUSTCHECK gw_err db_check(const PGresult *res, ExecStatusType want, const cha
 /* db_message_line - the first line of @msg into @out (a log value: shared/log escapes it). */
 void db_message_line(const char *msg, char *out, size_t len);
 
-/* db_exec - run a parameterless command (BEGIN, COMMIT, ROLLBACK, SET ...). */
+/*
+ * db_exec - run a parameterless command (BEGIN, COMMIT, ROLLBACK, SET ...).
+ * A COMMIT that PostgreSQL answered with "the wait for synchronous replication
+ * was cancelled" is GW_ERR_DB: committed here, perhaps on no standby, so its
+ * outcome is unknown and nothing may be promised on it (db_prepared() alike for
+ * a statement that commits by itself).
+ */
 GW_MUSTCHECK gw_err db_exec(db_conn *db, const char *sql);
 
 /*
@@ -75,6 +100,24 @@ GW_MUSTCHECK gw_err db_exec(db_conn *db, const char *sql);
  * once and try again, which is safe because nothing was sent yet.
  */
 GW_MUSTCHECK gw_err db_begin(db_conn *db, const char *sql);
+
+/*
+ * DB_SYNC_WRITE - a query that writes a few bytes of WAL in its transaction
+ * and nothing else. A COMMIT waits for the synchronous standby only when its
+ * transaction wrote WAL (an xid alone is not enough: PostgreSQL then commits
+ * asynchronously), and the standby acknowledges WAL in order: once that COMMIT
+ * returns, everything the transaction read is on the standby too.
+ */
+#define DB_SYNC_WRITE "SELECT pg_logical_emit_message(true, 'paygw', 'sync')"
+
+/*
+ * db_sync_barrier - commit an empty write, so that everything this session has
+ * read is on the synchronous standby once it returns GW_OK. For an answer given
+ * on rows the session did not write itself (a duplicate acked because its inbox
+ * row exists): that row may be one whose commit was cancelled before its standby
+ * had it, visible here and lost by a failover.
+ */
+GW_MUSTCHECK gw_err db_sync_barrier(db_conn *db);
 
 /* db_rollback - end a failed transaction; keeps the caller's first error, logs its own. */
 void db_rollback(db_conn *db);

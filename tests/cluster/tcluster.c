@@ -68,11 +68,16 @@ int tcluster_leader(const te2e *e, const char *queue)
 
 bool tcluster_node(const char *verb, int k)
 {
+    return tcluster_server(verb, "broker", k);
+}
+
+bool tcluster_server(const char *verb, const char *kind, int k)
+{
     char what[32];
     long long t0 = tproc_now_ms();
     int rc;
 
-    snprintf(what, sizeof what, "broker-%d", k);
+    snprintf(what, sizeof what, "%s-%d", kind, k);
     rc = tstack_run(verb, what);
     printf("%s %s: status %d in %.1f s\n", verb, what, rc, te2e_elapsed_s(t0));
     return rc == 0;

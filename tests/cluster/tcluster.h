@@ -43,6 +43,8 @@ void tcluster_finish(tcluster *c, tguard *g);
 int tcluster_leader(const te2e *e, const char *queue);
 /* tcluster_node - "$GW_STACK @verb broker-@k" (kill, stop, start); true when it exited 0. */
 bool tcluster_node(const char *verb, int k);
+/* tcluster_server - "$GW_STACK @verb @kind-@k" (broker-K, db-K), timed in the log. */
+bool tcluster_server(const char *verb, const char *kind, int k);
 
 /*
  * A stream of accepts: a thread posting payment "<prefix>-<i>" (i from 1) to

@@ -359,18 +359,20 @@ static gw_err wait_for_work(relay *r)
 
 void relay_run(relay *r, volatile sig_atomic_t *stop)
 {
-    backoff bo;
+    backoff bo, db_bo;
     bool more;
     gw_err err;
 
     backoff_init(&bo, 200, 10000);
+    backoff_init(&db_bo, 200, DB_RECONNECT_MAX_MS);
     /* on stop: no new batch, but the ones in hand are confirmed, marked and committed */
     while (!*stop || (r->lanes[0] != NULL && any_busy(r))) {
         if ((err = connect_db(r)) != GW_OK) {
             drop_db(r);
-            backoff_wait(&bo, stop);
+            backoff_wait(&db_bo, stop);
             continue;
         }
+        backoff_reset(&db_bo);
         if ((err = connect_mq(r)) != GW_OK) {
             if (*stop)
                 break;
@@ -387,7 +389,7 @@ void relay_run(relay *r, volatile sig_atomic_t *stop)
             finish_all(r, false);
             if (PQstatus(db_pg(r->db)) != CONNECTION_OK)
                 drop_db(r);
-            backoff_wait(&bo, stop);
+            backoff_wait(&db_bo, stop);
             continue;
         }
         backoff_reset(&bo);

@@ -19,7 +19,10 @@ const db_stmt inbox_stmts[] = {
     {"inbox_purge", "DELETE FROM inbox WHERE event_id IN (SELECT event_id FROM inbox "
                     "WHERE processed_at < now() - make_interval(days => $1::int) LIMIT $2::int)"},
     {"inbox_seen_many", "SELECT event_id FROM inbox WHERE event_id = ANY($1::text[])"},
-    {"settle_batch", "SELECT idx, outcome, seconds FROM settle_batch($1::jsonb)"},
+    /* WAL even for a batch of duplicates: its COMMIT waits for the standby to hold the inbox
+     * rows it found (DB_SYNC_WRITE in shared/pg/db.h says why) */
+    {"settle_batch", "SELECT idx, outcome, seconds FROM settle_batch($1::jsonb), "
+                     "(" DB_SYNC_WRITE ") AS sync"},
 };
 const size_t inbox_nstmts = sizeof inbox_stmts / sizeof inbox_stmts[0];
 
@@ -99,8 +102,11 @@ static const char *const outcome_names[] = {
     [INBOX_UNKNOWN] = "unknown_payment",
 };
 
-/* One transaction for @items[order[0..n-1]]: on any error nothing is committed. */
-static gw_err try_settle(db_conn *db, inbox_item *items, const int *order, int n)
+/*
+ * One transaction for @items[order[0..n-1]]: on any error nothing is committed,
+ * or (*@at_commit) the COMMIT's outcome is unknown; they all count as failed.
+ */
+static gw_err try_settle(db_conn *db, inbox_item *items, const int *order, int n, bool *at_commit)
 {
     json_t *arr = json_array();
     PGresult *res = NULL;
@@ -135,6 +141,7 @@ static gw_err try_settle(db_conn *db, inbox_item *items, const int *order, int n
     }
     if ((err = failpoint_hit("worker.before_commit")) != GW_OK)
         goto rollback;
+    *at_commit = true;
     if ((err = db_exec(db, "COMMIT")) == GW_OK)
         goto out;
 rollback:
@@ -167,6 +174,7 @@ gw_err inbox_settle_batch(db_conn *db, inbox_item *items, int n)
     size_t len = (size_t)(n > 0 ? n : 1);
     settle_key *keys = malloc(len * sizeof *keys);
     int *order = calloc(len, sizeof *order);
+    bool at_commit = false;
     gw_err err;
 
     if (keys == NULL || order == NULL) {
@@ -183,12 +191,13 @@ gw_err inbox_settle_batch(db_conn *db, inbox_item *items, int n)
     for (int k = 0; k < n; k++)
         order[k] = keys[k].i;
     free(keys);
-    err = try_settle(db, items, order, n);
-    if (err != GW_OK && n > 1 && PQstatus(db_pg(db)) == CONNECTION_OK) {
+    err = try_settle(db, items, order, n, &at_commit);
+    /* a failed COMMIT is no bad item: each alone would fail (or wait) the same way */
+    if (err != GW_OK && n > 1 && !at_commit && PQstatus(db_pg(db)) == CONNECTION_OK) {
         /* an unexpected error in one item aborted them all: settle each alone */
         log_warn("settle_batch_split", "items=%d", n);
         for (int k = 0; k < n; k++)
-            if (try_settle(db, items, &order[k], 1) != GW_OK)
+            if (try_settle(db, items, &order[k], 1, &at_commit) != GW_OK)
                 log_warn("settle_item_failed", "event_id=%s", items[order[k]].p->event_id);
         err = GW_OK; /* each item now says for itself whether it failed */
     }

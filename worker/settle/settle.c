@@ -259,6 +259,25 @@ static void settle_pending(settle *s, delivery *batch, int n)
     }
 }
 
+/*
+ * sync_duplicates - a duplicate is acked because its inbox row exists; that row
+ * may be committed on the primary and on no standby yet (a COMMIT whose wait was
+ * cancelled: docs/decisions.md, 22). Ack only once a commit of ours has waited for
+ * the standby, which then holds the row as well; otherwise give them back.
+ */
+static void sync_duplicates(settle *s, delivery *batch, const int *idx, const bool *seen, int m)
+{
+    int dups = 0;
+
+    for (int k = 0; k < m; k++)
+        dups += seen[k];
+    if (dups == 0 || db_sync_barrier(s->db) == GW_OK)
+        return;
+    for (int k = 0; k < m; k++)
+        if (seen[k])
+            decide(&batch[idx[k]], VERDICT_REQUEUE);
+}
+
 /* Decide every delivery of the batch; the database work is two round trips for all of them. */
 static void process_batch(settle *s, delivery *batch, int n)
 {
@@ -282,6 +301,7 @@ static void process_batch(settle *s, delivery *batch, int n)
     for (int k = 0; k < m; k++)
         triage(s, &batch[idx[k]], seen[k]);
     settle_pending(s, batch, n);
+    sync_duplicates(s, batch, idx, seen, m);
 }
 
 /* Receive a batch, decide it, commit it, answer it. */
@@ -344,7 +364,7 @@ void settle_run(settle *s, volatile sig_atomic_t *stop)
         abort(); /* start-up allocation */
 
     backoff_init(&bo, 200, 10000);
-    backoff_init(&db_bo, 200, 5000);
+    backoff_init(&db_bo, 200, DB_RECONNECT_MAX_MS);
     while (!*stop) {
         if (connect_db(s) != GW_OK) {
             /* no deliveries while PostgreSQL is away: the ones in hand go back now, once,
@@ -352,7 +372,7 @@ void settle_run(settle *s, volatile sig_atomic_t *stop)
              * queue's delivery limit (docs/decisions.md, 20) */
             drop_db(s);
             consumer_drop(s->mq);
-            backoff_wait(&bo, stop);
+            backoff_wait(&db_bo, stop);
             continue;
         }
         if (consumer_connect(s->mq) != GW_OK) {
