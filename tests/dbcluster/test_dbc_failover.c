@@ -8,8 +8,9 @@
  * payment answered 202 exists on the primary of the end and settles exactly
  * once, with relay and worker never restarted.
  *
- * "primary": SIGKILL the primary's node; a new primary within 30 s and
- *   accepts again within 30 s of the kill; the old node started again
+ * "primary": SIGKILL the primary's node; /readyz 503 while there is no
+ *   primary; a new primary within 30 s and accepts (and /readyz) again
+ *   within 30 s of the kill; the old node started again
  *   rejoins as a standby; then a second failover the same way.
  * "tight": 8 clients as fast as they can, the primary killed at a random
  *   moment. This is the test strict synchronous replication exists for: with
@@ -36,21 +37,41 @@
 
 static te2e e;
 
+/* readyz - the status of the API's GET /readyz (0: no answer). */
+static long readyz(const tapi *api)
+{
+    thttp_resp r;
+    long status;
+
+    thttp_get(api->url, "/readyz", NULL, &r);
+    status = r.status;
+    thttp_resp_free(&r);
+    return status;
+}
+
 /*
  * fail_over - kill the primary's node, wait for another primary and for the
  * clients to be accepted again; start the old node again and see it rejoin
  * as a standby. The seconds it took go to the log.
  */
-static void fail_over(tclients *cl)
+static void fail_over(const tapi *api, tclients *cl)
 {
     int old = tdbc_primary(), now;
     long long t_kill, t_new, deadline;
+    long ready = 0;
 
     printf("primary: db-%d\n", old);
     if (!CHECK(old >= 1))
         return;
     t_kill = tproc_now_ms();
     CHECK(tdbc_node("kill", old));
+    /* no primary: the API is not ready (its pool finds no node that takes writes) */
+    for (deadline = t_kill + 8000; ready != 503 && tproc_now_ms() < deadline;)
+        if ((ready = readyz(api)) != 503)
+            tproc_sleep_ms(200);
+    printf("/readyz answered %ld %.1f s after the kill\n", ready,
+           (tproc_now_ms() - t_kill) / 1000.0);
+    CHECK_INT(ready, 503);
     now = tdbc_await_primary(old, FAILOVER_MS + 5000, &t_new);
     printf("new primary db-%d %.1f s after the kill\n", now, (t_new - t_kill) / 1000.0);
     CHECK(now >= 1);
@@ -64,6 +85,7 @@ static void fail_over(tclients *cl)
         printf("accepts refused (503) until %.1f s after the kill\n",
                (atomic_load(&cl->last_refusal) - t_kill) / 1000.0);
     CHECK(atomic_load(&cl->last_refusal) - t_kill <= FAILOVER_MS);
+    CHECK_INT(readyz(api), 200);
     /* the old primary comes back as a standby of the new one (pg_rewind where needed) */
     CHECK(tdbc_node("start", old));
     CHECK_INT(tdbc_primary(), now);
@@ -84,9 +106,9 @@ static void primary(tdbc *c)
     if (!tclients_start(&cl, &c->api, "dbc-primary", 4, 20))
         return;
     tproc_sleep_ms(3000);
-    fail_over(&cl);
+    fail_over(&c->api, &cl);
     tproc_sleep_ms(2000);
-    fail_over(&cl); /* a second failover, onto a node that was a primary before */
+    fail_over(&c->api, &cl); /* a second failover, onto a node that was a primary before */
     tproc_sleep_ms(2000);
     tclients_stop(&cl);
     tdbc_check_answers(&cl);
