@@ -24,8 +24,8 @@ const db_stmt payments_stmts[] = {
      "payee_account, status, attempts, last_error, "
      "to_char(created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"'), "
      "to_char(updated_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"'), "
-     "to_char(settled_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"') "
-     "FROM payments WHERE payment_id = $1"},
+     "to_char(settled_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"'), "
+     "bank_reference FROM payments WHERE payment_id = $1"},
 };
 const size_t payments_nstmts = sizeof payments_stmts / sizeof payments_stmts[0];
 
@@ -273,6 +273,8 @@ static json_t *payment_row_json(PGresult *res)
     json_object_set_new(o, "created_at", text_or_null(res, 11));
     json_object_set_new(o, "updated_at", text_or_null(res, 12));
     json_object_set_new(o, "settled_at", text_or_null(res, 13));
+    /* the HTTP bank's reference (contract section 12): null until settled through it */
+    json_object_set_new(o, "bank_reference", text_or_null(res, 14));
     return o;
 }
 

@@ -296,6 +296,14 @@ static int load_tuning(gw_config *c, FILE *errs)
     }
 
     c->bank_sim_rules = env_str("BANK_SIM_RULES");
+    c->bank_url = env_str("BANK_URL");
+    if (c->bank_url != NULL && strncmp(c->bank_url, "http://", 7) != 0 &&
+        strncmp(c->bank_url, "https://", 8) != 0) {
+        fprintf(errs, "config: BANK_URL=\"%s\" is not an http:// or https:// URL\n", c->bank_url);
+        bad++;
+    }
+    bad += !env_int(errs, "BANK_TIMEOUT_MS", 2000, 50, 600000, &c->bank_timeout_ms);
+    c->bank_token = env_str("BANK_TOKEN");
     return bad;
 }
 

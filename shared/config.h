@@ -53,6 +53,9 @@ typedef struct gw_config {
     int relay_slo_seconds;
     int retry_lost_after_s; /* a payment retrying longer is published again (sql/0014) */
     const char *bank_sim_rules;
+    const char *bank_url;   /* NULL: the built-in simulation; else the HTTP bank (section 12) */
+    int bank_timeout_ms;    /* each request to the HTTP bank, connecting included */
+    const char *bank_token; /* NULL: no Authorization header */
     log_level log_level;
     log_format log_format;
     const char *failpoints;

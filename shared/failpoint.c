@@ -17,7 +17,7 @@ enum fp_action { FP_OFF, FP_EXIT, FP_SLEEP, FP_ERROR };
 static const char *const fp_names[] = {
     "api.before_commit",    "api.after_commit",    "relay.after_publish",
     "worker.before_commit", "worker.after_commit", "worker.after_retry_publish",
-    "admin.after_commit",   "relay.before_commit",
+    "admin.after_commit",   "relay.before_commit", "worker.after_bank_call",
 };
 #define FP_COUNT (sizeof fp_names / sizeof fp_names[0])
 

@@ -28,7 +28,11 @@ static bank_result settle_with(const char *rules, const payment *p, int attempt,
         FAIL("rules \"%s\" refused: %s", rules, err);
         return BANK_OK;
     }
-    r = bank_settle(&b, p, attempt, why, len);
+    bank_call call = {.p = p, .attempt = attempt};
+
+    bank_settle(&b, &call, 1);
+    snprintf(why, len, "%s", call.why);
+    r = call.result;
     bank_free(&b);
     return r;
 }
@@ -36,7 +40,7 @@ static bank_result settle_with(const char *rules, const payment *p, int attempt,
 static void test_no_rules_succeed(void)
 {
     payment p = pay("001", "1111-1", 1250);
-    char why[128];
+    char why[BANK_WHY_MAX];
 
     CHECK_INT(settle_with(NULL, &p, 1, why, sizeof why), BANK_OK);
     CHECK_INT(settle_with("", &p, 1, why, sizeof why), BANK_OK);
@@ -46,7 +50,7 @@ static void test_no_rules_succeed(void)
 static void test_zero_amount_is_permanent(void)
 {
     payment p = pay("001", "1111-1", 0);
-    char why[128] = "";
+    char why[BANK_WHY_MAX] = "";
 
     CHECK_INT(settle_with("", &p, 1, why, sizeof why), BANK_PERMANENT);
     CHECK_STR(why, "amount is zero");
@@ -55,7 +59,7 @@ static void test_zero_amount_is_permanent(void)
 static void test_fail_first(void)
 {
     payment p = pay("001", "2222-2", 1250);
-    char why[128] = "";
+    char why[BANK_WHY_MAX] = "";
 
     CHECK_INT(settle_with("001/2222-2:fail-first=2", &p, 1, why, sizeof why), BANK_TRANSIENT);
     CHECK_CONTAINS(why, "attempt 1 of 2");
@@ -67,7 +71,7 @@ static void test_fail_first(void)
 static void test_down_and_permanent(void)
 {
     payment p = pay("033", "9", 1250);
-    char why[128] = "";
+    char why[BANK_WHY_MAX] = "";
 
     CHECK_INT(settle_with("033/*:down", &p, 1, why, sizeof why), BANK_TRANSIENT);
     CHECK_INT(settle_with("033/*:down", &p, 1000, why, sizeof why), BANK_TRANSIENT);
@@ -79,7 +83,7 @@ static void test_down_and_permanent(void)
 static void test_first_match_wins(void)
 {
     payment p = pay("033", "9", 1250);
-    char why[128];
+    char why[BANK_WHY_MAX];
 
     CHECK_INT(settle_with("033/9:permanent;033/*:down", &p, 1, why, sizeof why), BANK_PERMANENT);
     CHECK_INT(settle_with("033/*:down;033/9:permanent", &p, 1, why, sizeof why), BANK_TRANSIENT);

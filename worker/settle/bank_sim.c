@@ -65,10 +65,9 @@ static bool matches(const char *pattern, const char *value)
     return strcmp(pattern, "*") == 0 || strcmp(pattern, value) == 0;
 }
 
-static bank_result sim_settle(void *impl, const payment *p, int attempt, char *why, size_t len)
+static bank_result sim_one(const bank_sim *sim, const payment *p, int attempt, char *why,
+                           size_t len)
 {
-    const bank_sim *sim = impl;
-
     if (p->amount_cents == 0) {
         snprintf(why, len, "amount is zero");
         return BANK_PERMANENT;
@@ -95,6 +94,13 @@ static bank_result sim_settle(void *impl, const payment *p, int attempt, char *w
         }
     }
     return BANK_OK;
+}
+
+static void sim_settle(void *impl, bank_call *calls, int n)
+{
+    for (int i = 0; i < n; i++)
+        calls[i].result =
+            sim_one(impl, calls[i].p, calls[i].attempt, calls[i].why, sizeof calls[i].why);
 }
 
 gw_err bank_sim_new(const char *rules, bank *out, char *why, size_t why_len)

@@ -27,6 +27,7 @@ typedef struct delivery {
     verdict v;
     bool decided; /* v is final; otherwise it waits for the batch COMMIT */
     char message_id[128];
+    char bank_reference[129]; /* BANK_REFERENCE_MAX (bank.h): the HTTP bank's, or "" */
 } delivery;
 
 typedef struct consumer consumer;

@@ -115,9 +115,12 @@ static gw_err try_settle(db_conn *db, inbox_item *items, const int *order, int n
 
     for (int k = 0; k < n; k++) {
         const inbox_item *it = &items[order[k]];
-        json_array_append_new(arr,
-                              json_pack("{s:s,s:s,s:i}", "event_id", it->p->event_id, "payment_id",
-                                        it->p->payment_id, "attempt", it->attempt));
+        json_t *o = json_pack("{s:s,s:s,s:i}", "event_id", it->p->event_id, "payment_id",
+                              it->p->payment_id, "attempt", it->attempt);
+
+        if (o != NULL && it->bank_reference != NULL && it->bank_reference[0] != '\0')
+            json_object_set_new(o, "bank_reference", json_string(it->bank_reference));
+        json_array_append_new(arr, o);
     }
     text = json_dumps(arr, JSON_COMPACT);
     json_decref(arr);

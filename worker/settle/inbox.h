@@ -24,6 +24,7 @@ extern const size_t inbox_nstmts;
 typedef struct inbox_item {
     const payment *p; /* borrowed */
     int attempt;
+    const char *bank_reference; /* borrowed; NULL or "": none (the built-in simulation) */
     bool failed;           /* its own subtransaction failed: nothing of it was written */
     inbox_outcome outcome; /* when not failed */
     double accept_to_settle_s;

@@ -19,6 +19,9 @@
 #include "worker/settle/retry.h"
 #include "worker/settle/verdict.h"
 
+_Static_assert(sizeof((delivery *)0)->bank_reference == BANK_REFERENCE_MAX,
+               "a delivery holds any reference the bank may give");
+
 struct settle {
     const gw_config *cfg;
     const bank *bank;
@@ -28,6 +31,7 @@ struct settle {
     metric *settled, *duplicates, *dead_invalid, *dead_permanent, *dead_exhausted;
     metric *retried[CONFIG_MAX_RETRY_STEPS];
     metric *accept_to_settle_seconds;
+    bank_call *calls; /* SETTLE_BATCH_MAX: the bank calls of one batch */
 };
 
 gw_err settle_new(const gw_config *cfg, const bank *b, metrics *m, settle **out)
@@ -43,6 +47,12 @@ gw_err settle_new(const gw_config *cfg, const bank *b, metrics *m, settle **out)
     }
     s->cfg = cfg;
     s->bank = b;
+    s->calls = calloc(SETTLE_BATCH_MAX, sizeof *s->calls);
+    if (s->calls == NULL) {
+        consumer_free(s->mq);
+        free(s);
+        return GW_ERR_NOMEM;
+    }
     s->settled = metrics_counter(m, "paygw_worker_settled_total", NULL,
                                  "Ledger effects committed (then acked).");
     s->duplicates =
@@ -86,6 +96,7 @@ void settle_free(settle *s)
         return;
     consumer_free(s->mq);
     drop_db(s);
+    free(s->calls);
     free(s);
 }
 
@@ -107,7 +118,7 @@ static verdict on_transient(settle *s, const amqp_envelope_t *env, const payment
                             const char *why)
 {
     if (retry_exhausted(s->cfg, attempt)) {
-        char last[256];
+        char last[BANK_WHY_MAX + 48];
 
         snprintf(last, sizeof last, "retries exhausted after %d attempts: %s", attempt, why);
         if (inbox_mark_dead(s->db, p->payment_id, p->event_id, attempt, last) != GW_OK)
@@ -145,24 +156,48 @@ static void skip_duplicate(settle *s, const delivery *d)
 }
 
 /*
- * triage - after validate() and the inbox pre-check, before the batch
- * transaction: a known duplicate, the bank call, and what a failure means
+ * An outcome nobody knows yet (the HTTP bank's answer was lost and its lookup
+ * did not say): never the DLQ. A delayed copy like a transient failure while
+ * attempts remain; after that, again and again at the last step's delay, until
+ * the bank says executed or not (contract section 12).
+ */
+static verdict on_unknown(settle *s, const amqp_envelope_t *env, const payment *p, int attempt,
+                          const char *why)
+{
+    int step = attempt < s->cfg->retry_steps ? attempt : s->cfg->retry_steps;
+
+    if (inbox_mark_retrying(s->db, p, attempt, why) != GW_OK ||
+        retry_publish(consumer_retry_publisher(s->mq), s->cfg, env, step, why) != GW_OK)
+        return VERDICT_REQUEUE;
+    metrics_add(s->retried[step - 1], 1);
+    log_warn("payment_outcome_unknown",
+             "event_id=%s payment_id=%s attempt=%d delay_ms=%d error=\"%s\"", p->event_id,
+             p->payment_id, attempt, retry_delay_ms(s->cfg, step), why);
+    return VERDICT_RETRY;
+}
+
+/*
+ * triage - after validate(), the inbox pre-check and the bank calls, before
+ * the batch transaction: a known duplicate, and what the bank's answer means
  * (event "processed"). Leaves undecided only the deliveries to settle now.
  */
-static void triage(settle *s, delivery *d, bool seen)
+static void triage(settle *s, delivery *d, bool seen, const bank_call *call)
 {
-    char why[200];
-    bank_result br;
+    const char *why;
 
     if (seen) {
         skip_duplicate(s, d);
         decide(d, VERDICT_ACK);
         return;
     }
-    br = bank_settle(s->bank, &d->p, d->attempt, why, sizeof why);
-    if (br == BANK_TRANSIENT) {
+    why = call->why;
+    if (call->result == BANK_OK) {
+        snprintf(d->bank_reference, sizeof d->bank_reference, "%s", call->reference);
+    } else if (call->result == BANK_UNKNOWN) {
+        decide(d, on_unknown(s, &d->env, &d->p, d->attempt, why));
+    } else if (call->result == BANK_TRANSIENT) {
         decide(d, on_transient(s, &d->env, &d->p, d->attempt, why));
-    } else if (br == BANK_PERMANENT) {
+    } else if (call->result == BANK_PERMANENT) {
         if (inbox_mark_dead(s->db, d->p.payment_id, d->p.event_id, d->attempt, why) != GW_OK) {
             decide(d, VERDICT_REQUEUE);
             return;
@@ -218,6 +253,7 @@ static void settle_pending(settle *s, delivery *batch, int n)
             continue;
         items[m].p = &batch[i].p;
         items[m].attempt = batch[i].attempt;
+        items[m].bank_reference = batch[i].bank_reference;
         idx[m++] = i;
     }
     if (m == 0)
@@ -283,13 +319,15 @@ static void process_batch(settle *s, delivery *batch, int n)
 {
     inbox_item items[SETTLE_BATCH_MAX];
     bool seen[SETTLE_BATCH_MAX];
-    int idx[SETTLE_BATCH_MAX], m = 0;
+    int idx[SETTLE_BATCH_MAX], m = 0, calls = 0;
 
     for (int i = 0; i < n; i++) {
+        batch[i].bank_reference[0] = '\0';
         if (!validate(s, &batch[i]))
             continue;
         items[m].p = &batch[i].p;
         items[m].attempt = batch[i].attempt;
+        items[m].bank_reference = NULL;
         idx[m++] = i;
     }
     /* a cheap pre-check, so the bank is not called again for an effect already committed */
@@ -298,8 +336,19 @@ static void process_batch(settle *s, delivery *batch, int n)
             decide(&batch[idx[k]], VERDICT_REQUEUE);
         return;
     }
+    /* the bank, for every one not settled before: all at once (an HTTP bank: concurrently) */
     for (int k = 0; k < m; k++)
-        triage(s, &batch[idx[k]], seen[k]);
+        if (!seen[k])
+            s->calls[calls++] =
+                (bank_call){.p = &batch[idx[k]].p, .attempt = batch[idx[k]].attempt};
+    bank_settle(s->bank, s->calls, calls);
+    if (calls > 0 && failpoint_hit("worker.after_bank_call") != GW_OK) {
+        for (int k = 0; k < m; k++)
+            decide(&batch[idx[k]], VERDICT_REQUEUE); /* nothing committed: all come back */
+        return;
+    }
+    for (int k = 0, c = 0; k < m; k++)
+        triage(s, &batch[idx[k]], seen[k], seen[k] ? NULL : &s->calls[c++]);
     settle_pending(s, batch, n);
     sync_duplicates(s, batch, idx, seen, m);
 }

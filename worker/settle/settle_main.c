@@ -24,9 +24,12 @@
 #include <signal.h>
 #include <stdio.h>
 
+#include <curl/curl.h>
+
 #include "shared/config.h"
 #include "shared/lib/log.h"
 #include "shared/program.h"
+#include "worker/settle/bank_http.h"
 #include "worker/settle/bank_sim.h"
 #include "worker/settle/settle.h"
 
@@ -35,7 +38,7 @@ static volatile sig_atomic_t stop_requested;
 int main(void)
 {
     const gw_config *cfg = config_load_or_exit(CONFIG_NEED_DB | CONFIG_NEED_AMQP);
-    bank sim = {0};
+    bank sim = {0}, http = {0};
     program p;
     settle *s = NULL;
     char why[160];
@@ -45,8 +48,15 @@ int main(void)
         fprintf(stderr, "config: BANK_SIM_RULES is invalid: %s\n", why);
         return CONFIG_EX_CONFIG;
     }
+    if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) {
+        fprintf(stderr, "payments-worker: curl_global_init failed\n");
+        return 1;
+    }
+    /* BANK_URL: settle through the HTTP bank (contract section 12), else the simulation */
     if (program_begin(&p, "payments-worker", cfg, &stop_requested) &&
-        settle_new(cfg, &sim, p.registry, &s) == GW_OK && program_serve(&p, cfg)) {
+        (cfg->bank_url == NULL || bank_http_new(cfg, p.registry, &http) == GW_OK) &&
+        settle_new(cfg, cfg->bank_url ? &http : &sim, p.registry, &s) == GW_OK &&
+        program_serve(&p, cfg)) {
         settle_set_health(s, p.health); /* series registered first: served from now on */
         log_info("started", "prefetch=%d retry_steps=%d", cfg->worker_prefetch, cfg->retry_steps);
         settle_run(s, &stop_requested);
@@ -55,6 +65,8 @@ int main(void)
     }
     settle_free(s);
     rc = program_end(&p, rc);
+    bank_free(&http);
     bank_free(&sim);
+    curl_global_cleanup();
     return rc;
 }

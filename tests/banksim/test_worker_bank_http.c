@@ -1,0 +1,237 @@
+/*
+ * tests/banksim/test_worker_bank_http.c - the worker settles through the HTTP bank (contract
+ * section 12), exactly once even when the bank's answer is lost
+ *
+ * payments-banksim with a store, faults by payee account, and the relay, the
+ * worker (BANK_URL, BANK_TIMEOUT_MS=500, RETRY_DELAYS_MS=500,1000) and the
+ * API on the test's database and vhost. Each payment ends as the table says,
+ * checked at both ends: the bank lists exactly one executed transfer for it
+ * (or none), the ledger holds one effect (or none), and a settled payment's
+ * bank_reference is the bank's.
+ *   1111-1  no fault                          -> settled on attempt 1
+ *   2222-2  drop-first=2: executed, answer lost (twice: libcurl itself tries again once
+ *           on a fresh connection when a kept-alive one closes unanswered) -> looked up,
+ *           settled on attempt 1
+ *   3333-3  late=1500: executed, answer past the timeout -> looked up, settled
+ *   4444-4  5xx-first=2                        -> settled on attempt 3
+ *   5555-5  permanent (422)                    -> dead_lettered, last_error names 422
+ *   6666-6  late=1500: the same event published 6 times to two workers, so copies call
+ *           the bank while the first call is in flight -> one transfer, one effect
+ * Then the worker dies with a bank call done or open, and a new one finishes the job:
+ *   7777-7  failpoint worker.after_bank_call=exit (the bank executed, nothing committed)
+ *   8888-8  late=3000, the worker SIGKILLed while it waits (BANK_TIMEOUT_MS=5000)
+ *   both    -> settled once after the restart, with the bank's one transfer
+ */
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <jansson.h>
+
+#include "tests/e2e/te2e.h"
+#include "tests/e2e/tmq.h"
+#include "tests/support/tapi.h"
+#include "tests/support/tcheck.h"
+#include "tests/support/thttp.h"
+
+#define SETTLE_MS 30000
+
+static te2e e;
+static tproc *sim;
+static char sim_url[64];
+
+static bool sim_start(void)
+{
+    const char *bin = getenv("GW_BANKSIM_BIN");
+    char store[512];
+    const char *env[] = {
+        "BANKSIM_LISTEN=127.0.0.1:0",
+        store,
+        "BANK_SIM_RULES=001/5555-5:permanent",
+        "BANK_SIM_FAULTS=001/2222-2:drop-first=2;001/3333-3:late=1500;001/4444-4:5xx-first=2;"
+        "001/6666-6:late=1500;001/8888-8:late=3000",
+        NULL,
+    };
+    int port;
+
+    if (!CHECK(bin != NULL))
+        return false;
+    snprintf(store, sizeof store, "BANKSIM_STORE=%s/bank-%d.jsonl", tproc_tmpdir(), (int)getpid());
+    sim = tproc_start(bin, env, "bank_http-banksim");
+    if (!CHECK(sim != NULL))
+        return false;
+    port = tproc_wait_listening(sim, 10000);
+    snprintf(sim_url, sizeof sim_url, "http://127.0.0.1:%d", port);
+    return CHECK(port > 0);
+}
+
+/* How many transfers the bank lists as executed for @event_id (-1: no answer). */
+static int bank_executed(const char *event_id, char *reference, size_t len)
+{
+    thttp_resp r;
+    char path[160];
+    int n = 0;
+
+    reference[0] = '\0';
+    snprintf(path, sizeof path, "/v1/transfers?status=executed&limit=1000");
+    if (!thttp_get(sim_url, path, NULL, &r) || r.status != 200) {
+        thttp_resp_free(&r);
+        return -1;
+    }
+    json_t *items = json_object_get(r.json, "items");
+    for (size_t i = 0; i < json_array_size(items); i++) {
+        json_t *it = json_array_get(items, i);
+        const char *id = json_string_value(json_object_get(it, "transfer_id"));
+
+        if (id != NULL && strcmp(id, event_id) == 0) {
+            n++;
+            const char *ref = json_string_value(json_object_get(it, "bank_reference"));
+
+            snprintf(reference, len, "%s", ref ? ref : "");
+        }
+    }
+    thttp_resp_free(&r);
+    return n;
+}
+
+static void post(const tapi *a, const char *id, const char *account)
+{
+    char *s = tapi_payment(id, id), *body;
+    json_t *o = json_loads(s, 0, NULL);
+    thttp_resp r;
+
+    free(s);
+    json_object_set_new(json_object_get(o, "payee"), "account", json_string(account));
+    body = json_dumps(o, JSON_COMPACT);
+    json_decref(o);
+    tapi_post(a, body, NULL, &r);
+    CHECK_INT(r.status, 202);
+    thttp_resp_free(&r);
+    free(body);
+}
+
+/* The payment @id ends @status after @attempts (0: any); one bank transfer when settled. */
+static void check_end(const char *id, const char *status, int attempts)
+{
+    char sql[200], ref[160];
+    char *got, *stored;
+    int executed;
+
+    snprintf(sql, sizeof sql,
+             "SELECT count(*) FROM payments WHERE event_id = '%s' AND status = '%s'", id, status);
+    CHECK_WAIT_LONG(e.db, sql, 1, SETTLE_MS, 100);
+    got = tdb_value(e.db,
+                    "SELECT status || '/' || attempts || '/' || coalesce(last_error, '') "
+                    "FROM payments WHERE event_id = $1",
+                    id, NULL);
+    printf("%s: %s\n", id, got ? got : "(none)");
+    if (attempts > 0)
+        CHECK_INT(tdb_long(e.db, "SELECT attempts FROM payments WHERE event_id = $1", id, NULL),
+                  attempts);
+    executed = bank_executed(id, ref, sizeof ref);
+    stored = tdb_value(
+        e.db, "SELECT coalesce(bank_reference, '') FROM payments WHERE event_id = $1", id, NULL);
+    if (strcmp(status, "settled") == 0) {
+        CHECK_INT(executed, 1);
+        CHECK_STR(stored, ref);
+        CHECK_INT(
+            tdb_long(e.db, "SELECT count(*) FROM ledger_entries WHERE event_id = $1", id, NULL), 2);
+    } else {
+        CHECK_INT(executed, 0);
+        CHECK_STR(stored, "");
+        CHECK_INT(
+            tdb_long(e.db, "SELECT count(*) FROM ledger_entries WHERE event_id = $1", id, NULL), 0);
+    }
+    free(got);
+    free(stored);
+}
+
+static void run(void)
+{
+    char amqp_env[600], bank_env[100];
+    const char *extra[] = {bank_env, "BANK_TIMEOUT_MS=500", "RETRY_DELAYS_MS=500,1000", NULL};
+    const char *api_extra[] = {amqp_env, NULL};
+    const char *crash[] = {bank_env, "GATEWAY_FAILPOINTS=worker.after_bank_call=exit", NULL};
+    const char *patient[] = {bank_env, "BANK_TIMEOUT_MS=5000", NULL};
+    tprog relay = {0}, worker = {0}, worker2 = {0};
+    tapi a = {0};
+    tmq *m = NULL;
+    char *body;
+
+    snprintf(amqp_env, sizeof amqp_env, "AMQP_URL=%s", e.amqp_url);
+    if (!sim_start())
+        return;
+    snprintf(bank_env, sizeof bank_env, "BANK_URL=%s", sim_url);
+    if (!CHECK(tprog_start(&relay, TPROG_RELAY, "bank_http-relay", &e, NULL)) ||
+        !CHECK(tprog_start(&worker, TPROG_WORKER, "bank_http-worker", &e, extra)) ||
+        !CHECK(tapi_start(&a, "bank_http-api", tdb_url(e.db), api_extra)))
+        goto stop;
+
+    post(&a, "bh-ok", "1111-1");
+    post(&a, "bh-lost", "2222-2");
+    post(&a, "bh-late", "3333-3");
+    post(&a, "bh-5xx", "4444-4");
+    post(&a, "bh-422", "5555-5");
+    check_end("bh-ok", "settled", 1);
+    check_end("bh-lost", "settled", 1);
+    check_end("bh-late", "settled", 1);
+    check_end("bh-5xx", "settled", 3);
+    check_end("bh-422", "dead_lettered", 1);
+    CHECK(tdb_long(e.db,
+                   "SELECT count(*) FROM payments WHERE event_id = 'bh-422' "
+                   "AND last_error LIKE '%422%'",
+                   NULL) == 1);
+
+    /* the same event 6 times at once, to two workers, while the bank sits on the first call */
+    m = tmq_connect(e.amqp_url);
+    if (CHECK(tprog_start(&worker2, TPROG_WORKER, "bank_http-worker2", &e, extra)) &&
+        CHECK(m != NULL) &&
+        CHECK(te2e_insert_payment(e.db, "bh-dup", "bh-dup", 100, "001", "6666-6"))) {
+        body = te2e_payment_json("bh-dup", "bh-dup", 100, "001", "6666-6");
+        for (int i = 0; i < 6; i++)
+            CHECK(te2e_publish_event(m, "bh-dup", body));
+        free(body);
+        check_end("bh-dup", "settled", 0);
+    }
+    CHECK(tprog_sum((tprog[]){worker, worker2}, 2,
+                    "paygw_worker_bank_lookups_total{result=\"executed\"}") >= 3);
+    tprog_stop(&worker2, 0);
+
+    /* the bank answered, the worker died before its COMMIT: the redelivery asks again */
+    tprog_stop(&worker, 0);
+    if (CHECK(tprog_start(&worker, TPROG_WORKER, "bank_http-worker-crash", &e, crash))) {
+        post(&a, "bh-crash", "7777-7");
+        CHECK_INT(tproc_wait_exit(worker.proc, 15000), 137);
+        tprog_free(&worker);
+    }
+    CHECK_INT(
+        tdb_long(e.db, "SELECT count(*) FROM ledger_entries WHERE event_id = 'bh-crash'", NULL), 0);
+    /* SIGKILLed while a call is open */
+    if (CHECK(tprog_start(&worker, TPROG_WORKER, "bank_http-worker-patient", &e, patient))) {
+        post(&a, "bh-kill", "8888-8");
+        tproc_sleep_ms(1500);
+        tproc_signal(worker.proc, SIGKILL);
+        tproc_wait_exit(worker.proc, 5000);
+        tprog_free(&worker);
+    }
+    if (CHECK(tprog_start(&worker, TPROG_WORKER, "bank_http-worker-again", &e, extra))) {
+        check_end("bh-crash", "settled", 0);
+        check_end("bh-kill", "settled", 0);
+    }
+    CHECK_LEDGER_BALANCED(e.db);
+stop:
+    tmq_close(m);
+    tapi_stop(&a);
+    tprog_stop(&worker, 0);
+    tprog_free(&worker2);
+    tprog_stop(&relay, 0);
+    tproc_stop(sim, 5000);
+    tproc_free(sim);
+}
+
+int main(void)
+{
+    return te2e_main("worker_bank_http", &e, run);
+}

@@ -1,0 +1,330 @@
+/* worker/settle/bank_http.c - a batch of transfers at once over kept-alive connections, and the
+ * lookup that decides an outcome nobody heard */
+#include "worker/settle/bank_http.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <curl/curl.h>
+#include <jansson.h>
+
+#include "shared/lib/log.h"
+#include "worker/settle/settle.h"
+
+#define BODY_MAX 16384 /* more than any answer of section 12; the rest is dropped */
+
+typedef struct bank_http {
+    char base[512];
+    char auth[300]; /* "Authorization: Bearer ..." or "" */
+    long timeout_ms;
+    CURLM *multi; /* keeps the connections between batches */
+    metric *executed, *refused, *transient, *unknown;
+    metric *lookup_executed, *lookup_absent, *lookup_unknown;
+    metric *seconds;
+} bank_http;
+
+/* One request in flight. */
+typedef struct call_io {
+    CURL *easy;
+    struct curl_slist *headers;
+    char *body; /* what we send (owned) */
+    char answer[BODY_MAX + 1];
+    size_t len;
+} call_io;
+
+static size_t on_data(char *ptr, size_t size, size_t n, void *arg)
+{
+    call_io *io = arg;
+    size_t got = size * n, room = BODY_MAX - io->len;
+
+    memcpy(io->answer + io->len, ptr, got < room ? got : room);
+    io->len += got < room ? got : room;
+    io->answer[io->len] = '\0';
+    return got;
+}
+
+static bool printable(const char *s, size_t max)
+{
+    size_t n = strlen(s);
+
+    if (n == 0 || n >= max)
+        return false;
+    for (size_t i = 0; i < n; i++)
+        if (s[i] < 0x21 || s[i] > 0x7e)
+            return false;
+    return true;
+}
+
+bank_result bank_http_classify(int curl_code, long status, const char *body,
+                               const char *transfer_id, char *reference, size_t ref_len, char *why,
+                               size_t why_len)
+{
+    json_t *root = NULL;
+    bank_result r;
+
+    reference[0] = '\0';
+    if (curl_code == CURLE_COULDNT_CONNECT || curl_code == CURLE_COULDNT_RESOLVE_HOST) {
+        snprintf(why, why_len, "bank unreachable: %s", curl_easy_strerror(curl_code));
+        return BANK_TRANSIENT; /* nothing was sent */
+    }
+    if (curl_code != CURLE_OK || status == 0) {
+        /* a timeout, or a connection broken after the request may have arrived */
+        snprintf(why, why_len, "bank answer lost: %s", curl_easy_strerror(curl_code));
+        return BANK_UNKNOWN;
+    }
+    root = body ? json_loads(body, 0, NULL) : NULL;
+    if (status == 200 || status == 201) {
+        const char *st = json_string_value(json_object_get(root, "status"));
+        const char *id = json_string_value(json_object_get(root, "transfer_id"));
+        const char *ref = json_string_value(json_object_get(root, "bank_reference"));
+
+        if (st && strcmp(st, "executed") == 0 && id && strcmp(id, transfer_id) == 0 && ref &&
+            printable(ref, ref_len)) {
+            snprintf(reference, ref_len, "%s", ref);
+            r = BANK_OK;
+        } else {
+            snprintf(why, why_len, "bank answered %ld without executed", status);
+            r = BANK_UNKNOWN; /* never settle without the bank's "executed" */
+        }
+    } else if (status == 409 || status == 429 || status >= 500) {
+        const char *code = json_string_value(json_object_get(root, "code"));
+
+        snprintf(why, why_len, "bank answered %ld %s", status, code ? code : "");
+        r = BANK_TRANSIENT;
+    } else if (status >= 400) {
+        const char *code = json_string_value(json_object_get(root, "code"));
+        const char *detail = json_string_value(json_object_get(root, "detail"));
+
+        snprintf(why, why_len, "bank refused: %ld %s: %.120s", status, code ? code : "none",
+                 detail ? detail : "");
+        r = BANK_PERMANENT;
+    } else {
+        snprintf(why, why_len, "bank answered %ld", status);
+        r = BANK_UNKNOWN;
+    }
+    json_decref(root);
+    return r;
+}
+
+static char *transfer_body(const payment *p)
+{
+    json_t *o = json_pack("{s:s,s:s,s:s,s:I,s:s,s:{s:s,s:s}}", "transfer_id", p->event_id,
+                          "payment_id", p->payment_id, "method", p->method, "amount_cents",
+                          (json_int_t)p->amount_cents, "currency", p->currency, "payee", "bank",
+                          p->payee_bank, "account", p->payee_account);
+    char *s = o ? json_dumps(o, JSON_COMPACT) : NULL;
+
+    json_decref(o);
+    return s;
+}
+
+/* Start the request of @calls[i]: a POST of the transfer, or (@lookup) its GET. */
+static bool start(bank_http *b, call_io *io, const bank_call *call, bool lookup)
+{
+    char url[700], key[160];
+
+    memset(io, 0, sizeof *io);
+    if ((io->easy = curl_easy_init()) == NULL)
+        return false;
+    if (lookup) {
+        snprintf(url, sizeof url, "%s/v1/transfers/%s", b->base, call->p->event_id);
+    } else {
+        snprintf(url, sizeof url, "%s/v1/transfers", b->base);
+        snprintf(key, sizeof key, "Idempotency-Key: %s", call->p->event_id);
+        io->headers = curl_slist_append(io->headers, "Content-Type: application/json");
+        io->headers = curl_slist_append(io->headers, key);
+        if ((io->body = transfer_body(call->p)) == NULL)
+            return false;
+        curl_easy_setopt(io->easy, CURLOPT_POSTFIELDS, io->body);
+    }
+    io->headers = curl_slist_append(io->headers, "Expect:"); /* no 100-continue round trip */
+    if (b->auth[0])
+        io->headers = curl_slist_append(io->headers, b->auth);
+    curl_easy_setopt(io->easy, CURLOPT_URL, url);
+    curl_easy_setopt(io->easy, CURLOPT_HTTPHEADER, io->headers);
+    curl_easy_setopt(io->easy, CURLOPT_TIMEOUT_MS, b->timeout_ms); /* connecting included */
+    curl_easy_setopt(io->easy, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(io->easy, CURLOPT_TCP_KEEPALIVE, 1L);
+    curl_easy_setopt(io->easy, CURLOPT_PROTOCOLS_STR, "http,https");
+    curl_easy_setopt(io->easy, CURLOPT_WRITEFUNCTION, on_data);
+    curl_easy_setopt(io->easy, CURLOPT_WRITEDATA, io);
+    return curl_multi_add_handle(b->multi, io->easy) == CURLM_OK;
+}
+
+static void finish(bank_http *b, call_io *io)
+{
+    if (io->easy != NULL) {
+        curl_multi_remove_handle(b->multi, io->easy);
+        curl_easy_cleanup(io->easy);
+    }
+    curl_slist_free_all(io->headers);
+    free(io->body);
+    io->easy = NULL;
+    io->headers = NULL;
+    io->body = NULL;
+}
+
+/* Run every started request to its end; @codes[i] gets each one's CURLcode. */
+static void run_all(bank_http *b, call_io *io, int *codes, int n)
+{
+    int running = 1, left;
+    CURLMsg *msg;
+
+    while (running > 0) {
+        if (curl_multi_perform(b->multi, &running) != CURLM_OK)
+            break;
+        if (running > 0)
+            curl_multi_poll(b->multi, NULL, 0, 100, NULL);
+    }
+    while ((msg = curl_multi_info_read(b->multi, &left)) != NULL)
+        for (int i = 0; i < n; i++)
+            if (msg->msg == CURLMSG_DONE && io[i].easy == msg->easy_handle)
+                codes[i] = (int)msg->data.result;
+}
+
+static double now_s(void)
+{
+    struct timespec t;
+
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
+}
+
+/* One round of requests for the calls marked in @todo (POSTs, or lookups). */
+static void round_trip(bank_http *b, bank_call *calls, const bool *todo, int n, bool lookup)
+{
+    call_io *io = calloc((size_t)n, sizeof *io);
+    int *codes = calloc((size_t)n, sizeof *codes);
+    double t0 = now_s();
+
+    if (io == NULL || codes == NULL) {
+        free(io);
+        free(codes);
+        return; /* every call stays BANK_UNKNOWN (or as it was): nothing is decided */
+    }
+    for (int i = 0; i < n; i++) {
+        codes[i] = CURLE_FAILED_INIT;
+        if (todo[i] && !start(b, &io[i], &calls[i], lookup))
+            finish(b, &io[i]);
+    }
+    run_all(b, io, codes, n);
+    for (int i = 0; i < n; i++) {
+        long status = 0;
+        bank_call *c = &calls[i];
+
+        if (!todo[i])
+            continue;
+        if (io[i].easy != NULL)
+            curl_easy_getinfo(io[i].easy, CURLINFO_RESPONSE_CODE, &status);
+        if (!lookup) {
+            c->result =
+                bank_http_classify(codes[i], status, io[i].answer, c->p->event_id, c->reference,
+                                   sizeof c->reference, c->why, sizeof c->why);
+            metrics_observe(b->seconds, now_s() - t0);
+        } else if (codes[i] == CURLE_OK && status == 404) {
+            c->result = BANK_TRANSIENT; /* not executed: the normal retry budget decides */
+            snprintf(c->why, sizeof c->why, "bank has no such transfer (answer lost earlier)");
+            metrics_add(b->lookup_absent, 1);
+        } else if (bank_http_classify(codes[i], status, io[i].answer, c->p->event_id, c->reference,
+                                      sizeof c->reference, c->why, sizeof c->why) == BANK_OK) {
+            c->result = BANK_OK;
+            metrics_add(b->lookup_executed, 1);
+        } else {
+            c->result = BANK_UNKNOWN;
+            snprintf(c->why, sizeof c->why, "bank answer lost and its lookup said nothing");
+            metrics_add(b->lookup_unknown, 1);
+        }
+        finish(b, &io[i]);
+    }
+    free(io);
+    free(codes);
+}
+
+static void http_settle(void *impl, bank_call *calls, int n)
+{
+    bank_http *b = impl;
+    bool *todo = calloc((size_t)n, sizeof *todo);
+    bool any = false;
+
+    if (todo == NULL)
+        return;
+    for (int i = 0; i < n; i++) {
+        if (calls[i].p->amount_cents == 0) { /* decided before any call (contract section 12) */
+            calls[i].result = BANK_PERMANENT;
+            snprintf(calls[i].why, sizeof calls[i].why, "amount is zero");
+        } else {
+            todo[i] = true;
+        }
+    }
+    round_trip(b, calls, todo, n, false);
+    for (int i = 0; i < n; i++) {
+        if (!todo[i])
+            continue;
+        metrics_add(calls[i].result == BANK_OK          ? b->executed
+                    : calls[i].result == BANK_PERMANENT ? b->refused
+                    : calls[i].result == BANK_TRANSIENT ? b->transient
+                                                        : b->unknown,
+                    1);
+        todo[i] = calls[i].result == BANK_UNKNOWN;
+        any = any || todo[i];
+        if (todo[i])
+            log_warn("bank_outcome_unknown", "event_id=%s error=\"%s\"", calls[i].p->event_id,
+                     calls[i].why);
+    }
+    if (any)
+        round_trip(b, calls, todo, n, true); /* ask the bank what became of them */
+    free(todo);
+}
+
+static void http_free(void *impl)
+{
+    bank_http *b = impl;
+
+    if (b == NULL)
+        return;
+    curl_multi_cleanup(b->multi);
+    free(b);
+}
+
+gw_err bank_http_new(const gw_config *cfg, metrics *m, bank *out)
+{
+    bank_http *b = calloc(1, sizeof *b);
+    size_t len;
+
+    if (b == NULL || (b->multi = curl_multi_init()) == NULL) {
+        free(b);
+        return GW_ERR_NOMEM;
+    }
+    snprintf(b->base, sizeof b->base, "%s", cfg->bank_url);
+    len = strlen(b->base);
+    while (len > 0 && b->base[len - 1] == '/')
+        b->base[--len] = '\0';
+    if (cfg->bank_token != NULL)
+        snprintf(b->auth, sizeof b->auth, "Authorization: Bearer %s", cfg->bank_token);
+    b->timeout_ms = cfg->bank_timeout_ms;
+    /* the whole batch at once; connections stay open for the next one */
+    curl_multi_setopt(b->multi, CURLMOPT_MAXCONNECTS, (long)SETTLE_BATCH_MAX);
+    b->executed = metrics_counter(m, "paygw_worker_bank_calls_total", "outcome=\"executed\"",
+                                  "Transfers sent to the HTTP bank, by what its answer meant.");
+    b->refused = metrics_counter(m, "paygw_worker_bank_calls_total", "outcome=\"refused\"", "");
+    b->transient = metrics_counter(m, "paygw_worker_bank_calls_total", "outcome=\"transient\"", "");
+    b->unknown = metrics_counter(m, "paygw_worker_bank_calls_total", "outcome=\"unknown\"", "");
+    b->lookup_executed =
+        metrics_counter(m, "paygw_worker_bank_lookups_total", "result=\"executed\"",
+                        "Unknown outcomes looked up at the bank, by what it said.");
+    b->lookup_absent =
+        metrics_counter(m, "paygw_worker_bank_lookups_total", "result=\"not_executed\"", "");
+    b->lookup_unknown =
+        metrics_counter(m, "paygw_worker_bank_lookups_total", "result=\"unknown\"", "");
+    b->seconds = metrics_histogram(m, "paygw_worker_bank_call_seconds", NULL,
+                                   "From a batch's requests to each transfer's answer.",
+                                   metrics_latency_bounds, metrics_latency_nbounds);
+    out->impl = b;
+    out->settle = http_settle;
+    out->free = http_free;
+    log_info("bank_http", "url=%s timeout_ms=%ld token=%s", b->base, b->timeout_ms,
+             b->auth[0] ? "set" : "unset");
+    return GW_OK;
+}
