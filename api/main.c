@@ -27,6 +27,8 @@
 #include <sys/resource.h>
 #include <time.h>
 
+#include <curl/curl.h>
+
 #include "api/api_metrics.h"
 #include "api/committer.h"
 #include "api/outbox_watch.h"
@@ -94,6 +96,11 @@ int main(void)
     failpoint_init(cfg->failpoints);
     if (!token_init()) {
         log_error("crypto_init_failed", "library=libsodium");
+        return 1;
+    }
+    /* before any thread: reconciliation asks the HTTP bank with libcurl (api/admin/bank_list.c) */
+    if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) {
+        log_error("curl_init_failed", "library=libcurl");
         return 1;
     }
     /* signals are read by sigwait() below: block them before any thread starts */

@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "api/admin/bank_list.h"
 #include "api/problem.h"
 #include "shared/lib/log.h"
 
@@ -45,6 +46,68 @@ static const check checks[] = {
      "AND created_at < now() - make_interval(secs => $1::int) ORDER BY created_at LIMIT 21",
      PARAM_SLO_SECONDS},
 };
+
+/*
+ * bank_agrees (contract section 12): $1 is the bank's executed transfers. A payment settled
+ * through the bank whose reference the bank does not list as executed; a transfer of one of
+ * our event_ids whose payment is not settled (past RELAY_SLO_SECONDS, $2: a call in flight is
+ * executed a moment before its COMMIT) or carries another reference.
+ */
+#define BANK_AGREES_SQL                                                                            \
+    "WITH bank AS (SELECT t->>'transfer_id' AS id, t->>'bank_reference' AS ref "                   \
+    "              FROM jsonb_array_elements($1::jsonb) t) "                                       \
+    "(SELECT p.payment_id FROM payments p LEFT JOIN bank b ON b.id = p.event_id "                  \
+    "  AND b.ref = p.bank_reference WHERE p.status = 'settled' "                                   \
+    "  AND p.bank_reference IS NOT NULL AND b.id IS NULL) "                                        \
+    "UNION ALL "                                                                                   \
+    "(SELECT p.payment_id FROM bank b JOIN payments p ON p.event_id = b.id "                       \
+    "  WHERE (p.status <> 'settled' AND p.updated_at < now() - make_interval(secs => $2::int)) "   \
+    "     OR (p.status = 'settled' AND p.bank_reference IS DISTINCT FROM b.ref)) "                 \
+    "LIMIT 21"
+#define BANK_LIST_MAX 5000000L
+
+static gw_err bank_check(db_conn *db, const gw_config *cfg, json_t *list, bool *all_ok)
+{
+    const char *detail = "every payment settled through the bank has a reference the bank lists "
+                         "as executed, and every transfer the bank executed for one of our "
+                         "event_ids belongs to a settled payment with that reference";
+    json_t *bank = NULL, *offending = json_array();
+    char slo[16], *text = NULL;
+    PGresult *res = NULL;
+    int n = 0;
+    gw_err err;
+
+    if (bank_list_executed(cfg, BANK_LIST_MAX, &bank) != GW_OK) {
+        detail = "the bank did not list its executed transfers: nothing could be compared";
+        n = -1;
+    } else {
+        const char *params[2] = {text = json_dumps(bank, JSON_COMPACT), slo};
+
+        snprintf(slo, sizeof slo, "%d", cfg->relay_slo_seconds);
+        res = PQexecParams(db_pg(db), BANK_AGREES_SQL, 2, NULL, params, NULL, NULL, 0);
+        if ((err = db_check(res, PGRES_TUPLES_OK, "bank_agrees")) != GW_OK) {
+            PQclear(res);
+            free(text);
+            json_decref(bank);
+            json_decref(offending);
+            return err;
+        }
+        n = PQntuples(res);
+        for (int i = 0; i < n && i < OFFENDERS_MAX; i++)
+            json_array_append_new(offending, json_string(PQgetvalue(res, i, 0)));
+    }
+    json_array_append_new(list, json_pack("{s:s,s:b,s:o,s:b,s:s}", "name", "bank_agrees", "ok",
+                                          n == 0, "offending", offending, "truncated",
+                                          n > OFFENDERS_MAX, "detail", detail));
+    if (n != 0) {
+        *all_ok = false;
+        log_warn("reconciliation_failed", "check=bank_agrees offending=%d", n);
+    }
+    PQclear(res);
+    free(text);
+    json_decref(bank);
+    return GW_OK;
+}
 
 static json_t *totals(PGresult *res)
 {
@@ -112,7 +175,8 @@ void reconcile_report(const gw_config *cfg, db_pool *pool, api_metrics *m, http_
         goto rollback;
     by_status = totals(res);
     list = json_array();
-    if (run_checks(db, cfg, list, &all_ok) != GW_OK)
+    if (run_checks(db, cfg, list, &all_ok) != GW_OK ||
+        (cfg->bank_url != NULL && bank_check(db, cfg, list, &all_ok) != GW_OK))
         goto rollback;
     db_rollback(db); /* read only: nothing to commit */
     db_pool_release(pool, db);

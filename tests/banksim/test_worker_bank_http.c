@@ -21,6 +21,8 @@
  *   7777-7  failpoint worker.after_bank_call=exit (the bank executed, nothing committed)
  *   8888-8  late=3000, the worker SIGKILLed while it waits (BANK_TIMEOUT_MS=5000)
  *   both    -> settled once after the restart, with the bank's one transfer
+ * Last, reconciliation: bank_agrees holds; then a transfer executed at the bank behind
+ * the gateway's back, for the dead-lettered bh-422, makes it fail naming that payment.
  */
 #include <signal.h>
 #include <stdio.h>
@@ -96,6 +98,55 @@ static int bank_executed(const char *event_id, char *reference, size_t len)
     return n;
 }
 
+/* GET /admin/reconciliation: the check bank_agrees is @ok (and names @offender). */
+static void check_bank_agrees(const tapi *a, bool ok, const char *offender)
+{
+    thttp_resp r;
+    json_t *checks, *c, *found = NULL;
+    size_t i;
+
+    thttp_get(a->url, "/admin/reconciliation", TAPI_ADMIN_TOKEN, &r);
+    CHECK_INT(r.status, 200);
+    checks = json_object_get(r.json, "checks");
+    json_array_foreach(checks, i, c)
+    {
+        const char *name = json_string_value(json_object_get(c, "name"));
+
+        if (name != NULL && strcmp(name, "bank_agrees") == 0)
+            found = c;
+    }
+    if (CHECK(found != NULL)) {
+        char *text = json_dumps(found, JSON_COMPACT);
+
+        printf("bank_agrees: %s\n", text);
+        free(text);
+        CHECK(json_is_true(json_object_get(found, "ok")) == ok);
+        if (offender != NULL)
+            CHECK_STR(json_string_value(json_array_get(json_object_get(found, "offending"), 0)),
+                      offender);
+    }
+    thttp_resp_free(&r);
+}
+
+/* A transfer for @event_id executed at the bank without the gateway. */
+static void behind_our_back(const char *event_id)
+{
+    char body[300], key[120], url[200];
+    const char *headers[] = {"Content-Type: application/json", key, NULL};
+    thttp_resp r;
+
+    snprintf(key, sizeof key, "Idempotency-Key: %s", event_id);
+    snprintf(body, sizeof body,
+             "{\"transfer_id\":\"%s\",\"payment_id\":\"%s\",\"method\":\"pix\","
+             "\"amount_cents\":100,\"currency\":\"BRL\",\"payee\":{\"bank\":\"002\","
+             "\"account\":\"1-1\"}}",
+             event_id, event_id);
+    snprintf(url, sizeof url, "%s/v1/transfers", sim_url);
+    thttp_request("POST", url, headers, body, strlen(body), &r);
+    CHECK(r.status == 201 || r.status == 200);
+    thttp_resp_free(&r);
+}
+
 static void post(const tapi *a, const char *id, const char *account)
 {
     char *s = tapi_payment(id, id), *body;
@@ -152,7 +203,7 @@ static void run(void)
 {
     char amqp_env[600], bank_env[100];
     const char *extra[] = {bank_env, "BANK_TIMEOUT_MS=500", "RETRY_DELAYS_MS=500,1000", NULL};
-    const char *api_extra[] = {amqp_env, NULL};
+    const char *api_extra[] = {amqp_env, bank_env, "RELAY_SLO_SECONDS=1", NULL};
     const char *crash[] = {bank_env, "GATEWAY_FAILPOINTS=worker.after_bank_call=exit", NULL};
     const char *patient[] = {bank_env, "BANK_TIMEOUT_MS=5000", NULL};
     tprog relay = {0}, worker = {0}, worker2 = {0};
@@ -221,6 +272,10 @@ static void run(void)
         check_end("bh-kill", "settled", 0);
     }
     CHECK_LEDGER_BALANCED(e.db);
+    check_bank_agrees(&a, true, NULL);
+    behind_our_back("bh-422");
+    tproc_sleep_ms(1500); /* past RELAY_SLO_SECONDS: no call in flight explains it */
+    check_bank_agrees(&a, false, "bh-422");
 stop:
     tmq_close(m);
     tapi_stop(&a);
