@@ -44,22 +44,24 @@ static te2e e;
 static tproc *sim;
 static char sim_url[64];
 
-static bool sim_start(void)
+/* The simulator on @port (0: any; the same store each time), so that a restart is the same bank. */
+static bool sim_start(int port_wanted)
 {
     const char *bin = getenv("GW_BANKSIM_BIN");
-    char store[512];
+    char store[512], listen[64];
     const char *env[] = {
-        "BANKSIM_LISTEN=127.0.0.1:0",
+        listen,
         store,
         "BANK_SIM_RULES=001/5555-5:permanent",
         "BANK_SIM_FAULTS=001/2222-2:drop-first=2;001/3333-3:late=1500;001/4444-4:5xx-first=2;"
-        "001/6666-6:late=1500;001/8888-8:late=3000",
+        "001/6666-6:late=1500;001/8888-8:late=3000;001/9999-9:late=2000",
         NULL,
     };
     int port;
 
     if (!CHECK(bin != NULL))
         return false;
+    snprintf(listen, sizeof listen, "BANKSIM_LISTEN=127.0.0.1:%d", port_wanted);
     snprintf(store, sizeof store, "BANKSIM_STORE=%s/bank-%d.jsonl", tproc_tmpdir(), (int)getpid());
     sim = tproc_start(bin, env, "bank_http-banksim");
     if (!CHECK(sim != NULL))
@@ -212,7 +214,7 @@ static void run(void)
     char *body;
 
     snprintf(amqp_env, sizeof amqp_env, "AMQP_URL=%s", e.amqp_url);
-    if (!sim_start())
+    if (!sim_start(0))
         return;
     snprintf(bank_env, sizeof bank_env, "BANK_URL=%s", sim_url);
     if (!CHECK(tprog_start(&relay, TPROG_RELAY, "bank_http-relay", &e, NULL)) ||
@@ -286,7 +288,76 @@ stop:
     tproc_free(sim);
 }
 
-int main(void)
+/*
+ * Mode "down": the bank goes away (SIGKILL) for about 6 s. RETRY_DELAYS_MS=1000,2000.
+ *   bd-unknown  late=2000: the bank executed it and died before answering: unknown, and the
+ *               bank down after that says nothing new: it stays `retrying` past its 3 attempts
+ *               (bd-dlq, posted later, is dead-lettered meanwhile), and settles once the bank
+ *               is back, with the transfer the bank made before it died.
+ *   bd-dlq      posted while the bank is down: refused 3 times, dead-lettered, never executed.
+ *   bd-later    posted while the bank is down, its third attempt after the bank is back:
+ *               settled on attempt 3, one transfer.
+ */
+static void run_down(void)
 {
+    char amqp_env[600], bank_env[100];
+    const char *extra[] = {bank_env, "BANK_TIMEOUT_MS=500", "RETRY_DELAYS_MS=1000,2000", NULL};
+    const char *api_extra[] = {amqp_env, NULL};
+    tprog relay = {0}, worker = {0};
+    tapi a = {0};
+    int port;
+
+    snprintf(amqp_env, sizeof amqp_env, "AMQP_URL=%s", e.amqp_url);
+    if (!sim_start(0))
+        return;
+    port = atoi(strrchr(sim_url, ':') + 1);
+    snprintf(bank_env, sizeof bank_env, "BANK_URL=%s", sim_url);
+    if (!CHECK(tprog_start(&relay, TPROG_RELAY, "bank_down-relay", &e, NULL)) ||
+        !CHECK(tprog_start(&worker, TPROG_WORKER, "bank_down-worker", &e, extra)) ||
+        !CHECK(tapi_start(&a, "bank_down-api", tdb_url(e.db), api_extra)))
+        goto stop;
+
+    post(&a, "bd-unknown", "9999-9");
+    tproc_sleep_ms(300); /* executed and stored; the answer waits 2 s */
+    tproc_signal(sim, SIGKILL);
+    tproc_wait_exit(sim, 5000);
+    tproc_free(sim);
+    sim = NULL;
+    tproc_sleep_ms(200);
+    post(&a, "bd-dlq", "1111-1");
+    tproc_sleep_ms(3800);
+    post(&a, "bd-later", "1111-1");
+    CHECK_WAIT_LONG(e.db,
+                    "SELECT count(*) FROM payments WHERE event_id = 'bd-dlq' "
+                    "AND status = 'dead_lettered'",
+                    1, 8000, 100);
+    tproc_sleep_ms(1500);
+    /* past its 3 attempts, still waiting for the bank: never the DLQ */
+    CHECK_INT(tdb_long(e.db,
+                       "SELECT count(*) FROM payments WHERE event_id = 'bd-unknown' "
+                       "AND status = 'retrying'",
+                       NULL),
+              1);
+    if (!sim_start(port))
+        goto stop;
+    check_end("bd-unknown", "settled", 0);
+    check_end("bd-later", "settled", 3);
+    check_end("bd-dlq", "dead_lettered", 3);
+    CHECK(tprog_metric(&worker, "paygw_worker_bank_calls_total{outcome=\"unknown\"}") >= 1);
+    CHECK_LEDGER_BALANCED(e.db);
+stop:
+    tapi_stop(&a);
+    tprog_stop(&worker, 0);
+    tprog_stop(&relay, 0);
+    if (sim != NULL) {
+        tproc_stop(sim, 5000);
+        tproc_free(sim);
+    }
+}
+
+int main(int argc, char **argv)
+{
+    if (argc > 1 && strcmp(argv[1], "down") == 0)
+        return te2e_main("worker_bank_down", &e, run_down);
     return te2e_main("worker_bank_http", &e, run);
 }

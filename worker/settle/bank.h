@@ -21,6 +21,7 @@ typedef struct bank_call {
     const payment *p; /* borrowed */
     int attempt;
     bank_result result;
+    bool absent; /* BANK_TRANSIENT because the bank said it has no such transfer (a lookup's 404) */
     char why[BANK_WHY_MAX];             /* anything but BANK_OK: a short reason */
     char reference[BANK_REFERENCE_MAX]; /* BANK_OK from an HTTP bank: its reference; else "" */
 } bank_call;
@@ -40,6 +41,7 @@ static inline void bank_settle(const bank *b, bank_call *calls, int n)
 {
     for (int i = 0; i < n; i++) {
         calls[i].result = BANK_UNKNOWN;
+        calls[i].absent = false;
         calls[i].why[0] = calls[i].reference[0] = '\0';
     }
     if (n > 0)

@@ -225,6 +225,7 @@ static void round_trip(bank_http *b, bank_call *calls, const bool *todo, int n, 
             metrics_observe(b->seconds, now_s() - t0);
         } else if (codes[i] == CURLE_OK && status == 404) {
             c->result = BANK_TRANSIENT; /* not executed: the normal retry budget decides */
+            c->absent = true;
             snprintf(c->why, sizeof c->why, "bank has no such transfer (answer lost earlier)");
             metrics_add(b->lookup_absent, 1);
         } else if (bank_http_classify(codes[i], status, io[i].answer, c->p->event_id, c->reference,

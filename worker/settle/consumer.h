@@ -28,6 +28,7 @@ typedef struct delivery {
     bool decided; /* v is final; otherwise it waits for the batch COMMIT */
     char message_id[128];
     char bank_reference[129]; /* BANK_REFERENCE_MAX (bank.h): the HTTP bank's, or "" */
+    bool outcome_unknown;     /* an earlier attempt's bank outcome is still unknown */
 } delivery;
 
 typedef struct consumer consumer;

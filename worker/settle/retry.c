@@ -25,6 +25,18 @@ int retry_attempt(const amqp_basic_properties_t *p)
     return 1;
 }
 
+bool retry_outcome_unknown(const amqp_basic_properties_t *p)
+{
+    for (int i = 0; (p->_flags & AMQP_BASIC_HEADERS_FLAG) && i < p->headers.num_entries; i++) {
+        const amqp_table_entry_t *e = &p->headers.entries[i];
+
+        if (e->key.len == sizeof RETRY_UNKNOWN_HEADER - 1 &&
+            memcmp(e->key.bytes, RETRY_UNKNOWN_HEADER, e->key.len) == 0)
+            return e->value.kind == AMQP_FIELD_KIND_BOOLEAN && e->value.value.boolean;
+    }
+    return false;
+}
+
 void retry_bytes_str(amqp_bytes_t b, char *out, size_t len)
 {
     size_t n = b.len < len - 1 ? b.len : len - 1;
@@ -45,7 +57,7 @@ int retry_delay_ms(const gw_config *cfg, int attempt)
 }
 
 gw_err retry_publish(mq_conn *pub, const gw_config *cfg, const amqp_envelope_t *env, int attempt,
-                     const char *why)
+                     const char *why, bool outcome_unknown)
 {
     const amqp_basic_properties_t *p = &env->message.properties;
     amqp_table_entry_t keep[24];
@@ -68,6 +80,13 @@ gw_err retry_publish(mq_conn *pub, const gw_config *cfg, const amqp_envelope_t *
         } else if (!ours_or_broker && extra.num_entries < 24) {
             keep[extra.num_entries++] = *e;
         }
+    }
+    if (outcome_unknown && extra.num_entries < 24) {
+        amqp_table_entry_t *u = &keep[extra.num_entries++];
+
+        u->key = amqp_cstring_bytes(RETRY_UNKNOWN_HEADER);
+        u->value.kind = AMQP_FIELD_KIND_BOOLEAN;
+        u->value.value.boolean = 1;
     }
     snprintf(key, sizeof key, "%d", retry_delay_ms(cfg, attempt));
     m.exchange = MQ_EXCHANGE_RETRY;

@@ -37,7 +37,16 @@ int retry_delay_ms(const gw_config *cfg, int attempt);
  * GW_OK only when the broker confirmed and routed it.
  */
 GW_MUSTCHECK gw_err retry_publish(mq_conn *pub, const gw_config *cfg, const amqp_envelope_t *env,
-                                  int attempt, const char *why);
+                                  int attempt, const char *why, bool outcome_unknown);
+
+/*
+ * A retry copy whose bank outcome is unknown carries RETRY_UNKNOWN_HEADER
+ * (true), so that its next attempts keep it out of the DLQ until the bank
+ * says executed or not (contract section 12; docs/payments-worker.md).
+ * retry_publish(@outcome_unknown) sets it; retry_outcome_unknown() reads it.
+ */
+#define RETRY_UNKNOWN_HEADER "x-bank-outcome-unknown"
+bool retry_outcome_unknown(const amqp_basic_properties_t *p);
 
 /* retry_bytes_str - @b as a NUL-terminated string in @out (truncated to @len - 1). */
 void retry_bytes_str(amqp_bytes_t b, char *out, size_t len);

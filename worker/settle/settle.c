@@ -131,7 +131,7 @@ static verdict on_transient(settle *s, const amqp_envelope_t *env, const payment
     /* the status first: it is only a view, and the copy below is what carries the retry */
     if (inbox_mark_retrying(s->db, p, attempt, why) != GW_OK)
         return VERDICT_REQUEUE;
-    if (retry_publish(consumer_retry_publisher(s->mq), s->cfg, env, attempt, why) != GW_OK)
+    if (retry_publish(consumer_retry_publisher(s->mq), s->cfg, env, attempt, why, false) != GW_OK)
         return VERDICT_REQUEUE; /* not acked: the broker redelivers it */
     if (failpoint_hit("worker.after_retry_publish") != GW_OK)
         return VERDICT_REQUEUE;
@@ -167,7 +167,7 @@ static verdict on_unknown(settle *s, const amqp_envelope_t *env, const payment *
     int step = attempt < s->cfg->retry_steps ? attempt : s->cfg->retry_steps;
 
     if (inbox_mark_retrying(s->db, p, attempt, why) != GW_OK ||
-        retry_publish(consumer_retry_publisher(s->mq), s->cfg, env, step, why) != GW_OK)
+        retry_publish(consumer_retry_publisher(s->mq), s->cfg, env, step, why, true) != GW_OK)
         return VERDICT_REQUEUE;
     metrics_add(s->retried[step - 1], 1);
     log_warn("payment_outcome_unknown",
@@ -193,7 +193,10 @@ static void triage(settle *s, delivery *d, bool seen, const bank_call *call)
     why = call->why;
     if (call->result == BANK_OK) {
         snprintf(d->bank_reference, sizeof d->bank_reference, "%s", call->reference);
-    } else if (call->result == BANK_UNKNOWN) {
+    } else if (call->result == BANK_UNKNOWN ||
+               (call->result == BANK_TRANSIENT && d->outcome_unknown && !call->absent)) {
+        /* once unknown, only the bank's executed or its "no such transfer" ends it: a refused
+         * connection or a 5xx now says nothing of what an earlier call did */
         decide(d, on_unknown(s, &d->env, &d->p, d->attempt, why));
     } else if (call->result == BANK_TRANSIENT) {
         decide(d, on_transient(s, &d->env, &d->p, d->attempt, why));
@@ -221,6 +224,7 @@ static bool validate(settle *s, delivery *d)
     bool ok;
 
     d->attempt = retry_attempt(props);
+    d->outcome_unknown = retry_outcome_unknown(props);
     if (props->_flags & AMQP_BASIC_MESSAGE_ID_FLAG)
         retry_bytes_str(props->message_id, d->message_id, sizeof d->message_id);
     /* the last test: docs/architecture.md, "The flow", message_id = event_id */
