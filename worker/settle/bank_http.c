@@ -5,7 +5,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include <curl/curl.h>
 #include <jansson.h>
@@ -184,20 +183,11 @@ static void run_all(bank_http *b, call_io *io, int *codes, int n)
                 codes[i] = (int)msg->data.result;
 }
 
-static double now_s(void)
-{
-    struct timespec t;
-
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
-}
-
 /* One round of requests for the calls marked in @todo (POSTs, or lookups). */
 static void round_trip(bank_http *b, bank_call *calls, const bool *todo, int n, bool lookup)
 {
     call_io *io = calloc((size_t)n, sizeof *io);
     int *codes = calloc((size_t)n, sizeof *codes);
-    double t0 = now_s();
 
     if (io == NULL || codes == NULL) {
         free(io);
@@ -222,7 +212,12 @@ static void round_trip(bank_http *b, bank_call *calls, const bool *todo, int n, 
             c->result =
                 bank_http_classify(codes[i], status, io[i].answer, c->p->event_id, c->reference,
                                    sizeof c->reference, c->why, sizeof c->why);
-            metrics_observe(b->seconds, now_s() - t0);
+            double took = 0;
+
+            /* each transfer's own time (connecting included), not the batch's */
+            if (io[i].easy != NULL &&
+                curl_easy_getinfo(io[i].easy, CURLINFO_TOTAL_TIME, &took) == CURLE_OK)
+                metrics_observe(b->seconds, took);
         } else if (codes[i] == CURLE_OK && status == 404) {
             c->result = BANK_TRANSIENT; /* not executed: the normal retry budget decides */
             c->absent = true;
@@ -320,7 +315,7 @@ gw_err bank_http_new(const gw_config *cfg, metrics *m, bank *out)
     b->lookup_unknown =
         metrics_counter(m, "paygw_worker_bank_lookups_total", "result=\"unknown\"", "");
     b->seconds = metrics_histogram(m, "paygw_worker_bank_call_seconds", NULL,
-                                   "From a batch's requests to each transfer's answer.",
+                                   "Each request to the HTTP bank, connecting included.",
                                    metrics_latency_bounds, metrics_latency_nbounds);
     out->impl = b;
     out->settle = http_settle;
