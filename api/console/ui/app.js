@@ -1,0 +1,1 @@
+/* api/console/ui/app.js - the console page */
