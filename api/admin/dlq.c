@@ -374,6 +374,66 @@ dlq_replay_result dlq_replay_one(dlq *d, db_conn *db, const char *id, const char
     return res;
 }
 
+bool dlq_replay_batch(dlq *d, db_conn *db, const char *const *ids, size_t n, const char *actor,
+                      const char *job, dlq_replay_result *res)
+{
+    letters_locked *l = calloc(n + 1, sizeof *l), *pub = calloc(n + 1, sizeof *pub);
+    const char **pub_ids = calloc(n + 1, sizeof *pub_ids);
+    size_t *pub_at = calloc(n + 1, sizeof *pub_at), np = 0;
+    gw_err *each = calloc(n + 1, sizeof *each), err;
+    bool ok = false;
+
+    if (l == NULL || pub == NULL || pub_ids == NULL || pub_at == NULL || each == NULL ||
+        db_begin(db, NULL) != GW_OK)
+        goto out;
+    /* lock and mark each (see replay_locked() for why the mark comes first) */
+    for (size_t i = 0; i < n; i++) {
+        err = letters_lock(db, ids[i], d->cfg->inbox_retention_days, &l[i]);
+        if (err == GW_ERR_NOT_FOUND) {
+            res[i] = DLQ_REPLAY_NOT_FOUND;
+        } else if (err != GW_OK) {
+            goto rollback;
+        } else if (l[i].replayed) {
+            res[i] = DLQ_REPLAY_ALREADY;
+        } else if (l[i].expired) {
+            res[i] = DLQ_REPLAY_EXPIRED;
+        } else {
+            if (letters_mark_replayed(db, ids[i], actor, l[i].event_id, job) != GW_OK)
+                goto rollback;
+            pub[np] = l[i]; /* a shallow copy: l[i] still owns the result */
+            pub_ids[np] = ids[i];
+            pub_at[np++] = i;
+        }
+    }
+    /* one confirm round for the lot; anything but all confirmed: undo, let the caller go
+     * one by one (what was published is published again: the inbox keeps one effect) */
+    if (np > 0 && replay_publish_many(d->broker, pub, pub_ids, np, each) != GW_OK)
+        goto rollback;
+    for (size_t k = 0; k < np; k++)
+        if (each[k] != GW_OK)
+            goto rollback;
+    if (db_exec(db, "COMMIT") != GW_OK)
+        goto rollback;
+    for (size_t k = 0; k < np; k++) {
+        res[pub_at[k]] = DLQ_REPLAYED;
+        log_info("dead_letter_replayed", "id=%s event_id=%s actor=%s job=%s", pub_ids[k],
+                 pub[k].event_id, actor, job != NULL ? job : "-");
+    }
+    ok = true;
+    goto out;
+rollback:
+    db_rollback(db);
+out:
+    for (size_t i = 0; l != NULL && i < n; i++)
+        letters_locked_clear(&l[i]);
+    free(l);
+    free(pub);
+    free(pub_ids);
+    free(pub_at);
+    free(each);
+    return ok;
+}
+
 void dlq_replay(dlq *d, http_request *r, const char *id, const char *actor)
 {
     char why[240], event_id[128];

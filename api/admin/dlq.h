@@ -59,6 +59,14 @@ dlq_replay_result dlq_replay_one(dlq *d, db_conn *db, const char *id, const char
                                  const char *job, char *event_id, size_t event_len, char *why,
                                  size_t len);
 
+/*
+ * dlq_replay_batch - dlq_replay_one() of the @n letters @ids in one transaction and one
+ * confirm round. True: committed, each one's result in @res. False: nothing was recorded
+ * (a letter could not be published, the database or broker failed): replay them one by one.
+ */
+bool dlq_replay_batch(dlq *d, db_conn *db, const char *const *ids, size_t n, const char *actor,
+                      const char *job, dlq_replay_result *res);
+
 /* dlq_queue_depths - every queue of the topology with its messages and consumers, by a passive
  * declare each; NULL when the broker cannot be asked. Owned. */
 json_t *dlq_queue_depths(dlq *d);

@@ -172,3 +172,14 @@ failed:
     json_decref(out);
     return NULL;
 }
+
+gw_err dlq_broker_publish_many(dlq_broker *b, const mq_message *ms, size_t n, gw_err *each)
+{
+    gw_err err = connected(b);
+
+    if (err == GW_OK)
+        err = mq_publish_confirmed_many(b->mq, ms, n, CONFIRM_WAIT_MS, each);
+    if (err != GW_OK)
+        failed(b);
+    return err;
+}

@@ -57,6 +57,13 @@ void dlq_broker_requeue_upto(dlq_broker *b, uint64_t tag);
 GW_MUSTCHECK gw_err dlq_broker_publish(dlq_broker *b, const mq_message *m, char *why, size_t len);
 
 /*
+ * dlq_broker_publish_many - under the lock: publish the @n messages and wait for all their
+ * confirms at once (mq_publish_confirmed_many()); each one's outcome in @each.
+ */
+GW_MUSTCHECK gw_err dlq_broker_publish_many(dlq_broker *b, const mq_message *ms, size_t n,
+                                            gw_err *each);
+
+/*
  * dlq_broker_queue_depths - under the lock: the settlement queue, each retry queue and the DLQ
  * with their message and consumer counts, by passive declares, as a JSON array (owned); NULL
  * when the broker cannot be asked.

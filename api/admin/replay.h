@@ -18,4 +18,11 @@
 GW_MUSTCHECK gw_err replay_publish(dlq_broker *b, const letters_locked *l, const char *id,
                                    char *why, size_t len);
 
+/*
+ * replay_publish_many - replay_publish() of the @n letters @ls (named @ids), all confirmed in
+ * one round trip; GW_OK when every confirm came, each letter's outcome in @each.
+ */
+GW_MUSTCHECK gw_err replay_publish_many(dlq_broker *b, const letters_locked *ls,
+                                        const char *const *ids, size_t n, gw_err *each);
+
 #endif

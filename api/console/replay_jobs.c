@@ -21,6 +21,7 @@
 #define LETTERS_MAX      1000
 #define TRIES_PER_LETTER 5 /* broker or database down: wait and try again, then record failed */
 #define IDLE_POLL_MS     1000
+#define BATCH_MAX        100 /* letters in one transaction and one confirm round */
 
 #define TS(col) "to_char(" col " AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"')"
 
@@ -104,23 +105,28 @@ static gw_err record(replay_jobs *j, const char *job, const char *letter, const 
                4, p, NULL);
 }
 
-/* Pace: the time of the next letter, 1/rate after the last. */
-static void pace(replay_jobs *j, struct timespec *next)
+/* The letters replayed in one transaction and one confirm round: a tenth of a second's worth. */
+static int batch_size(const replay_jobs *j)
+{
+    int b = j->cfg->replay_rate / 10;
+
+    return b < 1 ? 1 : b > BATCH_MAX ? BATCH_MAX : b;
+}
+
+/* Pace: wait for @next, then set it @n letters' time (n/rate) later. */
+static void pace(replay_jobs *j, struct timespec *next, int n)
 {
     struct timespec now;
-    long gap_ns = 1000000000L / j->cfg->replay_rate;
+    long long gap_ns = 1000000000LL * n / j->cfg->replay_rate;
 
     clock_gettime(CLOCK_MONOTONIC, &now);
     if (now.tv_sec < next->tv_sec || (now.tv_sec == next->tv_sec && now.tv_nsec < next->tv_nsec)) {
         clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, next, NULL);
         now = *next;
     }
-    next->tv_sec = now.tv_sec;
-    next->tv_nsec = now.tv_nsec + gap_ns;
-    if (next->tv_nsec >= 1000000000L) {
-        next->tv_sec += next->tv_nsec / 1000000000L;
-        next->tv_nsec %= 1000000000L;
-    }
+    gap_ns += now.tv_nsec;
+    next->tv_sec = now.tv_sec + (time_t)(gap_ns / 1000000000LL);
+    next->tv_nsec = (long)(gap_ns % 1000000000LL);
 }
 
 /* One letter of @job, tried until it has a result or we stop; false: stop (or the database
@@ -147,29 +153,55 @@ static bool work_letter(replay_jobs *j, const char *job, const char *by, const c
     return record(j, job, letter, dlq_replay_result_name(res), why) == GW_OK;
 }
 
+/*
+ * The @n letters @ids of @job: as one batch, or one by one when the batch could not be
+ * recorded. False: stop (or the database went away: the letters stay open for later).
+ */
+static bool work_batch(replay_jobs *j, const char *job, const char *by, const char *const *ids,
+                       int n)
+{
+    dlq_replay_result res[BATCH_MAX];
+
+    if (db_ensure(j->db) == GW_OK &&
+        dlq_replay_batch(j->dlq, j->db, ids, (size_t)n, by, job, res)) {
+        for (int i = 0; i < n; i++) /* a replayed letter's result was written with it */
+            if (res[i] != DLQ_REPLAYED &&
+                record(j, job, ids[i], dlq_replay_result_name(res[i]), "") != GW_OK)
+                return false;
+        return true;
+    }
+    for (int i = 0; i < n; i++)
+        if (stopping(j) || !work_letter(j, job, by, ids[i]))
+            return false;
+    return true;
+}
+
 /* Work the open job @job until no letter is left without a result. */
 static void work_job(replay_jobs *j, const char *job, const char *by)
 {
-    const char *p[1] = {job};
+    const char *p[1] = {job}, *ids[BATCH_MAX];
+    int b = batch_size(j), n;
     struct timespec next;
     PGresult *res;
-    int n;
 
     clock_gettime(CLOCK_MONOTONIC, &next);
     if (run(j, "replay_job_running", "UPDATE replay_jobs SET status = 'running' WHERE id = $1", 1,
             p, NULL) != GW_OK)
         return;
-    log_info("replay_job_started", "job=%s by=%s", job, by);
+    log_info("replay_job_started", "job=%s by=%s batch=%d", job, by, b);
     for (;;) {
         if (run(j, "replay_job_next",
                 "SELECT letter_id FROM replay_job_letters WHERE job_id = $1::bigint "
-                "AND result IS NULL ORDER BY letter_id LIMIT 100",
+                "AND result IS NULL ORDER BY letter_id LIMIT 500",
                 1, p, &res) != GW_OK)
             return;
         n = PQntuples(res);
-        for (int i = 0; i < n; i++) {
-            pace(j, &next);
-            if (stopping(j) || !work_letter(j, job, by, PQgetvalue(res, i, 0))) {
+        for (int at = 0; at < n; at += b) {
+            int k = n - at < b ? n - at : b;
+            for (int i = 0; i < k; i++)
+                ids[i] = PQgetvalue(res, at + i, 0);
+            pace(j, &next, k);
+            if (stopping(j) || !work_batch(j, job, by, ids, k)) {
                 PQclear(res);
                 return;
             }

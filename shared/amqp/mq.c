@@ -483,3 +483,60 @@ gw_err mq_publish_confirmed(mq_conn *c, const mq_message *m, int timeout_ms, cha
         }
     }
 }
+
+gw_err mq_publish_confirmed_many(mq_conn *c, const mq_message *ms, size_t n, int timeout_ms,
+                                 gw_err *each)
+{
+    uint64_t first = 0, seq = 0;
+    bool *returned = calloc(n + 1, sizeof *returned), *settled = calloc(n + 1, sizeof *settled);
+    size_t left = n;
+    struct timespec t0;
+    mq_event ev;
+    gw_err err = GW_OK;
+
+    if (returned == NULL || settled == NULL) {
+        err = GW_ERR_NOMEM;
+        goto out;
+    }
+    for (size_t i = 0; i < n; i++) {
+        each[i] = GW_ERR_MQ; /* until its confirm says otherwise */
+        if ((err = mq_publish(c, &ms[i], &seq)) != GW_OK)
+            goto out;
+        if (i == 0)
+            first = seq; /* the tags that follow are consecutive: message i has first + i */
+    }
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    while (left > 0) {
+        long wait = timeout_ms - ms_since(&t0);
+
+        if (wait <= 0) {
+            c->open = false; /* a late confirm would confuse the next wait: reconnect */
+            err = GW_ERR_MQ;
+            goto out;
+        }
+        err = mq_next_event(c, (int)wait, &ev);
+        if (err == GW_ERR_RETRY)
+            continue;
+        if (err != GW_OK)
+            goto out;
+        if (ev.kind == MQ_EV_RETURN) { /* its ack follows; the id names it (or its twins) */
+            for (size_t i = 0; i < n; i++)
+                returned[i] |= strcmp(ev.message_id, ms[i].message_id) == 0;
+            continue;
+        }
+        if (ev.kind != MQ_EV_ACK && ev.kind != MQ_EV_NACK)
+            continue;
+        for (size_t i = 0; i < n; i++) {
+            uint64_t tag = first + i;
+            if (settled[i] || (ev.multiple ? tag > ev.tag : tag != ev.tag))
+                continue;
+            settled[i] = true;
+            left--;
+            each[i] = ev.kind == MQ_EV_NACK ? GW_ERR_MQ : returned[i] ? GW_ERR_NOT_FOUND : GW_OK;
+        }
+    }
+out:
+    free(returned);
+    free(settled);
+    return err;
+}

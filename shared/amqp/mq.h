@@ -110,6 +110,15 @@ GW_MUSTCHECK gw_err mq_next_event(mq_conn *c, int timeout_ms, mq_event *ev);
 GW_MUSTCHECK gw_err mq_publish_confirmed(mq_conn *c, const mq_message *m, int timeout_ms, char *why,
                                          size_t why_len);
 
+/*
+ * mq_publish_confirmed_many - mq_publish() each of the @n messages, then wait up to
+ * @timeout_ms for all their confirms: one round trip for the lot. GW_OK when every confirm
+ * came, each message's outcome in @each as mq_publish_confirmed() would say it (GW_OK,
+ * GW_ERR_NOT_FOUND, GW_ERR_MQ); anything else: the outcomes are unknown (reconnect).
+ */
+GW_MUSTCHECK gw_err mq_publish_confirmed_many(mq_conn *c, const mq_message *ms, size_t n,
+                                              int timeout_ms, gw_err *each);
+
 /* mq_blocked - whether the broker said connection.blocked and not yet unblocked. */
 bool mq_blocked(const mq_conn *c);
 
