@@ -265,6 +265,29 @@ int mq_fd(mq_conn *c)
     return c->open ? amqp_get_sockfd(c->state) : -1;
 }
 
+gw_err mq_queue_counts(mq_conn *c, const char *queue, uint32_t *messages, uint32_t *consumers)
+{
+    amqp_queue_declare_ok_t *ok;
+
+    if (!c->open)
+        return GW_ERR_MQ;
+    ok = amqp_queue_declare(c->state, MQ_CHANNEL, mq_bytes(queue), 1 /* passive */, 0, 0, 0,
+                            amqp_empty_table);
+    /* a timed-out RPC leaves its answer on the wire, a 404 closes the channel: both end it */
+    if (mq_check(amqp_get_rpc_reply(c->state), "queue.declare.passive") != GW_OK || ok == NULL) {
+        c->open = false;
+        return GW_ERR_MQ;
+    }
+    *messages = ok->message_count;
+    *consumers = ok->consumer_count;
+    return GW_OK;
+}
+
+bool mq_has_queued(mq_conn *c)
+{
+    return c->open && (amqp_frames_enqueued(c->state) || amqp_data_in_buffer(c->state));
+}
+
 bool mq_blocked(const mq_conn *c)
 {
     return c->blocked;

@@ -119,6 +119,19 @@ GW_MUSTCHECK gw_err mq_publish_confirmed(mq_conn *c, const mq_message *m, int ti
 GW_MUSTCHECK gw_err mq_publish_confirmed_many(mq_conn *c, const mq_message *ms, size_t n,
                                               int timeout_ms, gw_err *each);
 
+/*
+ * mq_queue_counts - a passive queue.declare of @queue on the channel: its ready
+ * messages (*@messages) and its consumers (*@consumers). Frames that arrive
+ * meanwhile (confirms, connection.blocked) are queued for mq_next_event();
+ * mq_has_queued() says so. GW_ERR_MQ on any failure, and the connection is
+ * then unusable (a missing queue closes the channel): reconnect.
+ */
+GW_MUSTCHECK gw_err mq_queue_counts(mq_conn *c, const char *queue, uint32_t *messages,
+                                    uint32_t *consumers);
+
+/* mq_has_queued - frames read but not yet given out by mq_next_event(); poll() misses them. */
+bool mq_has_queued(mq_conn *c);
+
 /* mq_blocked - whether the broker said connection.blocked and not yet unblocked. */
 bool mq_blocked(const mq_conn *c);
 

@@ -11,6 +11,7 @@ struct health {
     const metrics *registry;
     atomic_bool db_up;
     atomic_bool mq_up;
+    metric *db_ready, *mq_ready; /* owned by the registry: what /readyz says, as gauges */
 };
 
 static void health_handle(void *arg, http_request *r)
@@ -44,7 +45,7 @@ static void health_handle(void *arg, http_request *r)
     }
 }
 
-gw_err health_start(const listen_addr *listen, const metrics *registry, health **out)
+gw_err health_start(const listen_addr *listen, metrics *registry, health **out)
 {
     http_options opt = {0};
     health *h;
@@ -59,6 +60,11 @@ gw_err health_start(const listen_addr *listen, const metrics *registry, health *
     h->registry = registry;
     atomic_init(&h->db_up, false);
     atomic_init(&h->mq_up, false);
+    /* registered here, before the server thread renders the registry; both start at 0 */
+    h->db_ready = metrics_gauge(registry, "paygw_database_ready", NULL,
+                                "1 while the program's PostgreSQL connection is up (/readyz).");
+    h->mq_ready = metrics_gauge(registry, "paygw_broker_ready", NULL,
+                                "1 while the program's RabbitMQ connection is up (/readyz).");
     opt.listen = *listen;
     opt.threads = 1;
     opt.connection_limit = 64;
@@ -79,12 +85,16 @@ void health_stop(health *h)
 
 void health_set_db(health *h, bool up)
 {
-    if (h != NULL)
-        atomic_store(&h->db_up, up);
+    if (h == NULL)
+        return;
+    atomic_store(&h->db_up, up);
+    metrics_set(h->db_ready, up ? 1 : 0);
 }
 
 void health_set_mq(health *h, bool up)
 {
-    if (h != NULL)
-        atomic_store(&h->mq_up, up);
+    if (h == NULL)
+        return;
+    atomic_store(&h->mq_up, up);
+    metrics_set(h->mq_ready, up ? 1 : 0);
 }

@@ -2,6 +2,7 @@
 #include "worker/relay/relay.h"
 
 #include <poll.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -18,6 +19,7 @@
 
 #define HOUSEKEEPING_S 60
 #define BACKLOG_S      2
+#define QUEUES_S       5 /* the broker's counts for paygw_queue_messages and _consumers */
 #define PURGE_LIMIT    1000
 
 #define LANES 2
@@ -32,11 +34,15 @@ struct relay {
     bool listening;
     relay_metrics m;
     metric *backlog, *oldest_age, *purged, *rearmed, *blocked;
-    time_t next_housekeeping, next_backlog;
+    metric *queue_messages[2], *queue_consumers[2]; /* [0] settlement, [1] its DLQ */
+    time_t next_housekeeping, next_backlog, next_queues;
     long unblocked_ms; /* when the broker last lifted a block: confirm timeouts count from here */
     long blocked_ms;   /* when the current block began */
     long stop_ms;      /* when the stop was first seen; 0 before */
 };
+
+/* The queues whose depth and consumers the relay reports, in the order of the gauges. */
+static const char *const watched_queues[2] = {MQ_QUEUE_SETTLEMENT, MQ_QUEUE_DLQ};
 
 static long now_ms(void)
 {
@@ -83,6 +89,17 @@ gw_err relay_new(const gw_config *cfg, metrics *m, health *h, relay **out)
                         "Retry copies that never came back, published again from the outbox.");
     r->blocked = metrics_gauge(m, "paygw_relay_broker_blocked", NULL,
                                "1 while the broker blocks publishing (memory or disk alarm).");
+    for (int i = 0; i < 2; i++) {
+        char labels[64];
+
+        snprintf(labels, sizeof labels, "queue=\"%s\"", watched_queues[i]);
+        r->queue_messages[i] =
+            metrics_gauge(m, "paygw_queue_messages", labels,
+                          "Ready messages in the queue (passive queue.declare, every 5 s).");
+        r->queue_consumers[i] =
+            metrics_gauge(m, "paygw_queue_consumers", labels,
+                          "Consumers of the queue (passive queue.declare, every 5 s).");
+    }
     *out = r;
     return GW_OK;
 }
@@ -321,6 +338,32 @@ static void housekeeping(relay *r)
     }
 }
 
+/*
+ * queue_counts - every QUEUES_S, between batches, ask the broker for the depth
+ * and the consumers of the settlement queue and its DLQ. GW_ERR_MQ: reconnect.
+ */
+static gw_err queue_counts(relay *r)
+{
+    time_t now = time(NULL);
+    uint32_t messages, consumers;
+    gw_err err;
+
+    if (now < r->next_queues)
+        return GW_OK;
+    r->next_queues = now + QUEUES_S;
+    for (int i = 0; i < 2; i++) {
+        if ((err = mq_queue_counts(r->mq, watched_queues[i], &messages, &consumers)) != GW_OK)
+            return err;
+        metrics_set(r->queue_messages[i], messages);
+        metrics_set(r->queue_consumers[i], consumers);
+    }
+    /* a connection.blocked that came during the RPCs is queued where poll() cannot see it */
+    while (mq_has_queued(r->mq))
+        if ((err = pump_event(r, 1)) == GW_ERR_MQ)
+            return err;
+    return GW_OK;
+}
+
 /* Wait for a NOTIFY, a broker frame, or the polling fallback, whichever comes first. */
 static gw_err wait_for_work(relay *r)
 {
@@ -396,6 +439,10 @@ void relay_run(relay *r, volatile sig_atomic_t *stop)
         if (more || any_busy(r))
             continue;
         housekeeping(r);
+        if (queue_counts(r) == GW_ERR_MQ) {
+            drop_mq(r);
+            continue;
+        }
         if (mq_blocked(r->mq))
             continue; /* relay_cycle() waits for the unblock */
         err = wait_for_work(r);
