@@ -12,8 +12,13 @@
  *     own): 202 accepted, 200 payment, 422 validation problem, 409 problem,
  *     401 problem, 404, 405, 200 dead letter page, 200 dead letter (JSON body
  *     and base64 body), 200 drain result, 202 replay, 409 already-replayed,
- *     200 reconciliation, health. Each answer's status, media type, body
- *     and documented headers are looked up under its path and method.
+ *     200 reconciliation, health; and the console's (docs/console.md), with a
+ *     session made by POST /admin/session: the session (201, 200, 204, 400,
+ *     401, 403, 415, 422), overview, dead letter groups and filters, replay
+ *     jobs (202, 200, 400, 404, 415, 422), the files (200, 404, 308) with
+ *     their security headers. Each answer's status, media type, body (JSON,
+ *     text, or none) and documented headers are looked up under its path and
+ *     method.
  * The test fails when the document cannot be read; it reports SKIP (77) only
  * when nothing at all could be checked.
  */
@@ -144,7 +149,8 @@ static void controls(void)
 #define DL                                                                                         \
     "\"id\":5,\"event_id\":\"e\",\"payment_id\":null,\"routing_key\":\"payment.pix.approved\","    \
     "\"attempt\":1,\"last_error\":null,\"x_death\":[" XD "],\"first_death_reason\":\"rejected\","  \
-    "\"drained_at\":\"2026-11-30T09:21:59.071Z\",\"replayed_at\":null"
+    "\"drained_at\":\"2026-11-30T09:21:59.071Z\",\"replayed_at\":null,"                            \
+    "\"group\":\"5d41402abc4b2a76b9719d911017c592\",\"error_class\":\"\",\"replay\":null"
 
     control("Accepted", ACC "}", true);
     control("Accepted", "{\"event_id\":\"e-1\",\"payment_id\":\"p-1\",\"status\":\"settled\"}",
@@ -188,6 +194,23 @@ static void controls(void)
     control("Reconciliation",
             "{\"by_status\":{\"settled\":{\"count\":1}},\"checks\":[],\"ok\":true}",
             false); /* additionalProperties schema */
+    control("DeadLetter", "{" DL ",\"body\":1,\"group\":\"not-a-key\"}",
+            false); /* pattern (the later member wins) */
+    control("Session",
+            "{\"operator\":\"alice\",\"csrf\":\"0123456789abcdef0123456789abcdef0123456789abcdef"
+            "0123456789abcdef\",\"expires_at\":\"2026-11-30T10:17:11Z\"}",
+            true);
+    control("Session",
+            "{\"operator\":\"alice\",\"csrf\":\"xyz\",\"expires_at\":\"2026-11-30T10:17:11Z\"}",
+            false); /* pattern */
+    control("ReplaySelector", "{\"ids\":[1,2]}", true);
+    control("ReplaySelector", "{\"group\":\"5d41402abc4b2a76b9719d911017c592\"}", true);
+    control("ReplaySelector", "{\"ids\":[1],\"group\":\"k\"}", false); /* oneOf */
+    control("ReplaySelector", "{\"ids\":[]}", false);                  /* minItems */
+    control("ReplayJobLetter", "{\"letter_id\":1,\"result\":\"lost\",\"detail\":null,\"at\":null}",
+            false); /* enum */
+    control("ReplayJobLetter", "{\"letter_id\":1,\"result\":null,\"detail\":null,\"at\":null}",
+            true);
     control("DeadLetterPage", "{\"items\":[],\"next\":null}", true);
     control("DeadLetterPage", "{\"items\":[],\"next\":5}", false);
     control("Payment",
@@ -288,8 +311,10 @@ static int live; /* live answers checked */
 
 /*
  * @r, the answer to @method @tmpl, has status @status and fits the document:
- * the response documented for that status, its media type, its body schema,
- * its documented headers (X-Request-Id and Cache-Control are always there).
+ * the response documented for that status, its media type, its body schema (a
+ * JSON body decoded, any other a string; none documented: an empty body), its
+ * documented headers (X-Request-Id and Cache-Control are always there, and
+ * so is every header documented with required: true).
  */
 static void answer_fits(const char *method, const char *tmpl, const thttp_resp *r, long status)
 {
@@ -318,9 +343,13 @@ static void answer_fits(const char *method, const char *tmpl, const thttp_resp *
         goto out;
     snprintf(ct, sizeof ct, "%s", ct_full ? ct_full : "");
     ct[strcspn(ct, "; ")] = '\0';
-    media = json_object_get(json_object_get(resp, "content"), ct);
-    if (CHECK(media != NULL)) { /* the media type is documented */
-        json_t *body = json_loadb(r->body, r->len, JSON_DECODE_ANY, NULL);
+    if (json_object_get(resp, "content") == NULL) { /* documented without a body */
+        CHECK_INT(r->len, 0);
+    } else if (media = json_object_get(json_object_get(resp, "content"), ct),
+               CHECK(media != NULL)) { /* the media type is documented */
+        json_t *body = strstr(ct, "json") != NULL
+                           ? json_loadb(r->body, r->len, JSON_DECODE_ANY, NULL)
+                           : json_stringn(r->body, r->len); /* text: the schema of a string */
         if (CHECK(body != NULL))
             must_fit(what, json_object_get(media, "schema"), body);
         json_decref(body);
@@ -334,7 +363,7 @@ static void answer_fits(const char *method, const char *tmpl, const thttp_resp *
         tcheck_context("%s: header %s: %s", what, name, v ? v : "(absent)");
         if (strcmp(name, "X-Request-Id") == 0 || strcmp(name, "Cache-Control") == 0 ||
             strcmp(name, "WWW-Authenticate") == 0 || strcmp(name, "Allow") == 0 ||
-            strcmp(name, "Location") == 0)
+            strcmp(name, "Location") == 0 || json_is_true(json_object_get(h, "required")))
             CHECK(v != NULL); /* documented as always sent with this answer */
         if (v == NULL)
             continue;
@@ -367,6 +396,152 @@ static json_t *call(const char *method, const char *tmpl, const char *path, cons
     j = json_incref(r.json);
     thttp_resp_free(&r);
     return j;
+}
+
+/*
+ * Send @method @path with the header lines @headers (NULL-terminated, may be NULL) and @body
+ * (NULL: none; a POST then sends an empty one), check the answer as @tmpl's, and return its
+ * JSON body; its Set-Cookie into @cookie (size @len) when not NULL.
+ */
+static json_t *send_as(const char *method, const char *tmpl, const char *path,
+                       const char *const *headers, const char *body, long status, char *cookie,
+                       size_t len)
+{
+    char url[512], lower[8] = "";
+    thttp_resp r;
+    json_t *j;
+
+    snprintf(url, sizeof url, "%s%s", api.url, path);
+    if (body == NULL && strcmp(method, "POST") == 0)
+        body = "";
+    thttp_request(method, url, headers, body, body != NULL ? strlen(body) : 0, &r);
+    for (size_t i = 0; i < sizeof lower - 1 && method[i] != '\0'; i++)
+        lower[i] = (char)tolower((unsigned char)method[i]);
+    answer_fits(lower, tmpl, &r, status);
+    if (cookie != NULL)
+        snprintf(cookie, len, "%s",
+                 thttp_header(&r, "Set-Cookie") ? thttp_header(&r, "Set-Cookie") : "");
+    j = json_incref(r.json);
+    thttp_resp_free(&r);
+    return j;
+}
+
+#define JSON_CT "Content-Type: application/json"
+#define BEARER  "Authorization: Bearer " TAPI_ADMIN_TOKEN
+
+/* The console's calls (docs/console.md) with a session of their own; @replayed_id is a
+ * dead letter replayed before, @event_id its event. */
+static void console_answers(long long replayed_id, const char *event_id)
+{
+    static const char *const json_only[] = {JSON_CT, NULL};
+    static const char *const bearer_json[] = {BEARER, JSON_CT, NULL};
+    static const char *const bearer[] = {BEARER, NULL};
+    char set_cookie[256], cookie[160], csrf[160], body[256], path[400], big[256];
+    const char *session[] = {cookie, NULL};
+    const char *session_json[] = {cookie, JSON_CT, NULL};
+    const char *session_csrf[] = {cookie, csrf, JSON_CT, NULL};
+    const char *key = NULL;
+    long long job = -1;
+    json_t *j, *groups;
+
+    /* the login, and what it refuses */
+    snprintf(body, sizeof body, "{\"token\":\"%s\",\"operator\":\"alice\"}", TAPI_ADMIN_TOKEN);
+    j = send_as("POST", "/admin/session", "/admin/session", json_only, body, 201, set_cookie,
+                sizeof set_cookie);
+    CHECK_STR(json_string_value(json_object_get(j, "operator")), "alice");
+    snprintf(cookie, sizeof cookie, "Cookie: %.*s", (int)strcspn(set_cookie, ";"), set_cookie);
+    snprintf(csrf, sizeof csrf, "X-CSRF-Token: %s",
+             json_string_value(json_object_get(j, "csrf"))
+                 ? json_string_value(json_object_get(j, "csrf"))
+                 : "");
+    json_decref(j);
+    json_decref(send_as("POST", "/admin/session", "/admin/session", json_only,
+                        "{\"token\":\"not-the-admin-token\"}", 401, NULL, 0));
+    snprintf(body, sizeof body, "{\"token\":\"%s\",\"operator\":\"a b\"}", TAPI_ADMIN_TOKEN);
+    json_decref(send_as("POST", "/admin/session", "/admin/session", json_only, body, 422, NULL, 0));
+    json_decref(send_as("POST", "/admin/session", "/admin/session", json_only, "{", 400, NULL, 0));
+    json_decref(send_as("POST", "/admin/session", "/admin/session",
+                        (const char *const[]){"Content-Type: text/plain", NULL}, body, 415, NULL,
+                        0));
+    json_decref(send_as("PUT", "/admin/session", "/admin/session", bearer, NULL, 405, NULL, 0));
+    json_decref(send_as("GET", "/admin/session", "/admin/session", session, NULL, 200, NULL, 0));
+    json_decref(send_as("GET", "/admin/session", "/admin/session", NULL, NULL, 401, NULL, 0));
+    json_decref(send_as("GET", "/admin/session", "/admin/session", bearer, NULL, 401, NULL, 0));
+
+    /* what the page reads, with the cookie */
+    json_decref(send_as("GET", "/admin/overview", "/admin/overview", session, NULL, 200, NULL, 0));
+    json_decref(send_as("GET", "/admin/overview", "/admin/overview", bearer, NULL, 200, NULL, 0));
+    json_decref(send_as("GET", "/admin/overview", "/admin/overview", NULL, NULL, 401, NULL, 0));
+    groups = send_as("GET", "/admin/dlq/groups", "/admin/dlq/groups", session, NULL, 200, NULL, 0);
+    CHECK(json_array_size(json_object_get(groups, "groups")) >= 1);
+    key = json_string_value(
+        json_object_get(json_array_get(json_object_get(groups, "groups"), 0), "key"));
+    snprintf(path, sizeof path, "/admin/dlq?group=%s&q=e&limit=5", key ? key : "");
+    json_decref(send_as("GET", "/admin/dlq", path, session, NULL, 200, NULL, 0));
+    snprintf(path, sizeof path, "/admin/dlq?event_id=%s", event_id);
+    j = send_as("GET", "/admin/dlq", path, session, NULL, 200, NULL, 0);
+    CHECK_INT((long)json_array_size(json_object_get(j, "items")), 1);
+    CHECK(
+        json_is_object(json_object_get(json_array_get(json_object_get(j, "items"), 0), "replay")));
+    json_decref(j);
+    memset(big, 'x', sizeof big - 1);
+    big[sizeof big - 1] = '\0';
+    snprintf(path, sizeof path, "/admin/dlq?q=%s", big);
+    json_decref(send_as("GET", "/admin/dlq", path, session, NULL, 422, NULL, 0));
+
+    /* replay jobs: the CSRF token is needed with the cookie */
+    snprintf(body, sizeof body, "{\"ids\":[%lld]}", replayed_id);
+    json_decref(
+        send_as("POST", "/admin/replays", "/admin/replays", session_json, body, 403, NULL, 0));
+    json_decref(
+        send_as("POST", "/admin/dlq/drain", "/admin/dlq/drain", session, NULL, 403, NULL, 0));
+    j = send_as("POST", "/admin/replays", "/admin/replays", session_csrf, body, 202, NULL, 0);
+    job = json_integer_value(json_object_get(j, "id"));
+    json_decref(j);
+    json_decref(send_as("POST", "/admin/replays", "/admin/replays", bearer_json,
+                        "{\"group\":\"no-such-group\"}", 422, NULL, 0));
+    json_decref(send_as("POST", "/admin/replays", "/admin/replays", bearer_json,
+                        "{\"ids\":[424242]}", 422, NULL, 0));
+    json_decref(send_as("POST", "/admin/replays", "/admin/replays", bearer_json, "{\"ids\":[]}",
+                        422, NULL, 0));
+    json_decref(
+        send_as("POST", "/admin/replays", "/admin/replays", bearer_json, "[1", 400, NULL, 0));
+    json_decref(send_as("POST", "/admin/replays", "/admin/replays",
+                        (const char *const[]){BEARER, "Content-Type: text/plain", NULL}, body, 415,
+                        NULL, 0));
+    CHECK_WAIT_LONG(t.db, "SELECT count(*) FROM replay_job_letters WHERE result IS NOT NULL", 1,
+                    WAIT_MS, 25);
+    json_decref(send_as("GET", "/admin/replays", "/admin/replays", session, NULL, 200, NULL, 0));
+    snprintf(path, sizeof path, "/admin/replays/%lld", job);
+    j = send_as("GET", "/admin/replays/{id}", path, session, NULL, 200, NULL, 0);
+    CHECK_STR(json_string_value(
+                  json_object_get(json_array_get(json_object_get(j, "letters"), 0), "result")),
+              "already_replayed");
+    CHECK_STR(json_string_value(json_object_get(json_object_get(j, "job"), "requested_by")),
+              "alice");
+    json_decref(j);
+    snprintf(path, sizeof path, "/admin/replays/%lld?limit=0", job);
+    json_decref(send_as("GET", "/admin/replays/{id}", path, session, NULL, 422, NULL, 0));
+    json_decref(
+        send_as("GET", "/admin/replays/{id}", "/admin/replays/424242", bearer, NULL, 404, NULL, 0));
+    json_decref(
+        send_as("GET", "/admin/replays/{id}", "/admin/replays/abc", bearer, NULL, 404, NULL, 0));
+
+    /* the files: no credential, strict headers */
+    json_decref(send_as("GET", "/admin/ui/{file}", "/admin/ui/", NULL, NULL, 200, NULL, 0));
+    json_decref(send_as("GET", "/admin/ui/{file}", "/admin/ui/app.js", NULL, NULL, 200, NULL, 0));
+    json_decref(
+        send_as("GET", "/admin/ui/{file}", "/admin/ui/style.css", NULL, NULL, 200, NULL, 0));
+    json_decref(send_as("GET", "/admin/ui/{file}", "/admin/ui/nope.txt", NULL, NULL, 404, NULL, 0));
+    json_decref(send_as("POST", "/admin/ui/{file}", "/admin/ui/app.js", NULL, NULL, 405, NULL, 0));
+    json_decref(send_as("GET", "/admin/ui", "/admin/ui", NULL, NULL, 308, NULL, 0));
+
+    /* the logout: with the CSRF token, then the session is gone */
+    json_decref(send_as("DELETE", "/admin/session", "/admin/session", session, NULL, 403, NULL, 0));
+    json_decref(
+        send_as("DELETE", "/admin/session", "/admin/session", session_csrf, NULL, 204, NULL, 0));
+    json_decref(send_as("GET", "/admin/session", "/admin/session", session, NULL, 401, NULL, 0));
+    json_decref(groups);
 }
 
 static void post_payment(const char *body, const char *const *extra, long status)
@@ -463,8 +638,9 @@ static void live_answers(void)
     json_decref(call("GET", "/admin/reconciliation", "/admin/reconciliation", TAPI_TOKEN, 401));
     json_decref(call("GET", "/healthz", "/healthz", NULL, 200));
     json_decref(call("GET", "/readyz", "/readyz", NULL, 200));
+    console_answers(id_json, "evt-zero");
     printf("%d live answers fit the document\n", live);
-    CHECK(live >= 30);
+    CHECK(live >= 70);
 out:
     tadm_all_stop(&relay, &worker, &api);
     free(ok);

@@ -3,7 +3,8 @@
  *
  * openapi/payments.yaml: each slug is documented in openapi/. This reads the
  * first string literal of every problem_reply(...) and problem_new(...) call in
- * api/ (each .c) and looks for "problems/<slug>" in openapi/payments.yaml.
+ * each .c of api/, api/admin/ and api/console/ (scan_dirs) and looks for
+ * "problems/<slug>" in openapi/payments.yaml.
  */
 #include <dirent.h>
 #include <stdio.h>
@@ -11,6 +12,9 @@
 #include <string.h>
 
 #include "tests/support/tcheck.h"
+
+/* The folders whose .c files answer problems, under the source root. */
+static const char *const scan_dirs[] = {"api", "api/admin", "api/console"};
 
 static char *read_all(const char *path)
 {
@@ -60,12 +64,43 @@ static int check_calls(const char *file, const char *src, const char *call, cons
     return seen;
 }
 
+/* Check every .c file of @dir (under @root) against @spec; returns how many calls were seen. */
+static int scan_dir(const char *root, const char *dir, const char *spec)
+{
+    char path[1024], name[512];
+    DIR *d;
+    struct dirent *e;
+    int seen = 0;
+
+    snprintf(path, sizeof path, "%s/%s", root, dir);
+    d = opendir(path);
+    if (!CHECK(d != NULL)) {
+        fprintf(stderr, "cannot open %s\n", path);
+        return 0;
+    }
+    while ((e = readdir(d)) != NULL) {
+        size_t len = strlen(e->d_name);
+        char *src;
+
+        if (len < 3 || strcmp(e->d_name + len - 2, ".c") != 0)
+            continue;
+        snprintf(path, sizeof path, "%s/%s/%s", root, dir, e->d_name);
+        snprintf(name, sizeof name, "%s/%s", dir, e->d_name);
+        src = read_all(path);
+        if (!CHECK(src != NULL))
+            continue;
+        seen += check_calls(name, src, "problem_reply(", spec);
+        seen += check_calls(name, src, "problem_new(", spec);
+        free(src);
+    }
+    closedir(d);
+    return seen;
+}
+
 int main(int argc, char **argv)
 {
     char path[1024];
     char *spec;
-    DIR *d;
-    struct dirent *e;
     int seen = 0;
 
     if (!CHECK_INT(argc, 2))
@@ -76,29 +111,10 @@ int main(int argc, char **argv)
         fprintf(stderr, "cannot read %s\n", path);
         return tcheck_summary("test_openapi_slugs");
     }
-    snprintf(path, sizeof path, "%s/api", argv[1]);
-    d = opendir(path);
-    if (!CHECK(d != NULL)) {
-        free(spec);
-        return tcheck_summary("test_openapi_slugs");
-    }
-    while ((e = readdir(d)) != NULL) {
-        size_t len = strlen(e->d_name);
-        char *src;
-
-        if (len < 3 || strcmp(e->d_name + len - 2, ".c") != 0)
-            continue;
-        snprintf(path, sizeof path, "%s/api/%s", argv[1], e->d_name);
-        src = read_all(path);
-        if (!CHECK(src != NULL))
-            continue;
-        seen += check_calls(e->d_name, src, "problem_reply(", spec);
-        seen += check_calls(e->d_name, src, "problem_new(", spec);
-        free(src);
-    }
-    closedir(d);
+    for (size_t i = 0; i < sizeof scan_dirs / sizeof scan_dirs[0]; i++)
+        seen += scan_dir(argv[1], scan_dirs[i], spec);
     printf("%d problem answers checked\n", seen);
-    CHECK(seen >= 10); /* the scan found the calls at all */
+    CHECK(seen >= 40); /* the scan found the calls at all, in every folder */
     free(spec);
     return tcheck_summary("test_openapi_slugs");
 }
