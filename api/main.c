@@ -14,7 +14,8 @@
  *              topology the admin declares), AMQP_CACERT (amqps only),
  *              COMMIT_THREADS (2: the second starts a batch when the first's
  *              COMMIT is slow or many wait), LOG_LEVEL (info), LOG_FORMAT
- *              (text), GATEWAY_FAILPOINTS.
+ *              (text), GATEWAY_FAILPOINTS; REPLAY_RATE (200 letters/s of a
+ *              replay job) and ADMIN_SESSION_IDLE_SECONDS (900) for the console.
  * SIGNALS      SIGTERM/SIGINT: stop accepting, finish requests in flight, exit 0.
  * EXIT STATUS  0 clean stop; 78 bad configuration; 1 anything else.
  */
@@ -125,6 +126,10 @@ int main(void)
 
     if (dlq_new(cfg, app.payments.pool, &am, &app.dlq) != GW_OK)
         goto cleanup;
+    if (sessions_new(cfg->admin_session_idle_s, &app.sessions) != GW_OK)
+        goto cleanup;
+    if (replay_jobs_start(cfg, app.dlq, app.payments.pool, &am, &app.jobs) != GW_OK)
+        goto cleanup;
 
     opt.listen = cfg->api_listen;
     opt.threads = HTTP_THREADS;
@@ -144,7 +149,9 @@ int main(void)
     rc = 0;
 cleanup:
     http_server_stop(server, 0);
+    replay_jobs_stop(app.jobs); /* before the dlq it replays through */
     dlq_free(app.dlq);
+    sessions_free(app.sessions);
     committer_stop(app.payments.committer); /* after the server: every job was answered */
     outbox_watch_stop(app.payments.watch);
     db_pool_free(app.payments.pool);

@@ -1,17 +1,24 @@
 /* api/routes.c - a small table: prefix, token, then method and path */
 #include "api/routes.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
 #include "api/admin/reconcile.h"
+#include "api/console/assets.h"
+#include "api/console/login.h"
+#include "api/console/overview.h"
 #include "api/problem.h"
 #include "shared/lib/log.h"
 #include "shared/lib/names.h"
 #include "shared/lib/token.h"
 
 #define PAYMENTS_PATH "/v1/payments"
+#define UI_PATH       "/admin/ui"
+#define REPLAYS_PATH  "/admin/replays"
+#define REPLAYED_BY   "admin-token"
 
 /* "/admin/dlq/{id}" or "/admin/dlq/{id}/replay": the id into @id (size 24) */
 static route dlq_route(const char *rest, char *id)
@@ -37,7 +44,23 @@ static const char *const fixed_paths[] = {
     [ROUTE_DLQ_DRAIN] = "/admin/dlq/drain",
     [ROUTE_DLQ_LIST] = "/admin/dlq",
     [ROUTE_RECONCILE] = "/admin/reconciliation",
+    [ROUTE_DLQ_GROUPS] = "/admin/dlq/groups",
+    [ROUTE_OVERVIEW] = "/admin/overview",
+    [ROUTE_SESSION] = "/admin/session",
+    [ROUTE_REPLAYS] = REPLAYS_PATH,
+    [ROUTE_UI_ROOT] = UI_PATH,
 };
+
+/* "/admin/replays/{id}": the id into @id (size 24) */
+static route job_route(const char *rest, char *id)
+{
+    size_t len = strlen(rest);
+
+    if (len == 0 || len >= 24 || strchr(rest, '/') != NULL)
+        return ROUTE_ADMIN_OTHER;
+    memcpy(id, rest, len + 1);
+    return ROUTE_REPLAY_JOB;
+}
 
 route routes_match(const char *path, char *id)
 {
@@ -50,6 +73,10 @@ route routes_match(const char *path, char *id)
         return ROUTE_PAYMENT;
     if (strncmp(path, "/admin/dlq/", 11) == 0)
         return dlq_route(path + 11, id);
+    if (strncmp(path, UI_PATH "/", sizeof UI_PATH) == 0)
+        return ROUTE_UI;
+    if (strncmp(path, REPLAYS_PATH "/", sizeof REPLAYS_PATH) == 0)
+        return job_route(path + sizeof REPLAYS_PATH, id);
     if (strncmp(path, "/admin/", 7) == 0 || strcmp(path, "/admin") == 0)
         return ROUTE_ADMIN_OTHER;
     if (strncmp(path, "/v1/", 4) == 0 || strcmp(path, "/v1") == 0)
@@ -57,8 +84,8 @@ route routes_match(const char *path, char *id)
     return ROUTE_NONE;
 }
 
-/* The allowed method of each route, for 405 and its Allow header. */
-static const char *route_method(route rt)
+/* The methods each route answers, for 405 and its Allow header (GET answers HEAD too). */
+static const char *route_methods(route rt)
 {
     switch (rt) {
     case ROUTE_PAYMENTS:
@@ -67,15 +94,36 @@ static const char *route_method(route rt)
         return "POST";
     case ROUTE_DLQ_LIST:
     case ROUTE_DLQ_ONE:
+    case ROUTE_DLQ_GROUPS:
     case ROUTE_RECONCILE:
+    case ROUTE_OVERVIEW:
+    case ROUTE_REPLAY_JOB:
+    case ROUTE_UI:
+    case ROUTE_UI_ROOT:
     case ROUTE_HEALTHZ:
     case ROUTE_READYZ:
     case ROUTE_METRICS:
     case ROUTE_PAYMENT:
         return "GET";
+    case ROUTE_REPLAYS:
+        return "GET, POST";
+    case ROUTE_SESSION:
+        return "GET, POST, DELETE";
     default:
         return NULL;
     }
+}
+
+static bool method_allowed(const char *allow, const char *method)
+{
+    size_t n = strlen(method);
+
+    if (strcmp(method, "HEAD") == 0)
+        method = "GET", n = 3;
+    for (const char *p = allow; (p = strstr(p, method)) != NULL; p += n)
+        if ((p == allow || p[-1] == ' ') && (p[n] == '\0' || p[n] == ','))
+            return true;
+    return false;
 }
 
 /* Which token opens @rt: NULL when none is needed. */
@@ -90,12 +138,24 @@ static const char *route_token(const api_app *app, route rt)
     case ROUTE_DLQ_LIST:
     case ROUTE_DLQ_ONE:
     case ROUTE_DLQ_REPLAY:
+    case ROUTE_DLQ_GROUPS:
     case ROUTE_RECONCILE:
+    case ROUTE_OVERVIEW:
+    case ROUTE_SESSION:
+    case ROUTE_REPLAYS:
+    case ROUTE_REPLAY_JOB:
     case ROUTE_ADMIN_OTHER:
         return app->cfg->admin_token;
-    default:
+    default: /* the console's files hold no data: the page logs in itself */
         return NULL;
     }
+}
+
+/* A request whose JSON body is read: its type and size are checked before the body comes. */
+static bool takes_json(route rt, const char *method)
+{
+    return strcmp(method, "POST") == 0 &&
+           (rt == ROUTE_PAYMENTS || rt == ROUTE_SESSION || rt == ROUTE_REPLAYS);
 }
 
 static bool bearer_ok(http_request *r, const char *expected)
@@ -120,37 +180,62 @@ static bool is_json_type(const char *ct)
     return *ct == '\0' || *ct == ';' || *ct == ' ';
 }
 
+/*
+ * May @r call @rt, whose token is @token: the bearer token, or for /admin a console session
+ * (with its CSRF token when it changes something; logging in needs neither). False when it
+ * was answered (401, 403).
+ */
+static bool authorized(api_app *app, http_request *r, route rt, const char *token)
+{
+    api_metrics *m = app->payments.metrics;
+    bool csrf_missing = false;
+
+    if (token == NULL || bearer_ok(r, token))
+        return true;
+    if (token == app->cfg->admin_token) {
+        if (rt == ROUTE_SESSION && strcmp(http_request_method(r), "POST") == 0)
+            return true; /* the login itself: the token comes in its body */
+        if (login_check(app->sessions, r, NULL, &csrf_missing))
+            return true;
+        if (csrf_missing) {
+            problem_reply(r, m, 403, "csrf-token-required", "Forbidden",
+                          "a console request that changes something needs the session's "
+                          "X-CSRF-Token",
+                          NULL, NULL);
+            return false;
+        }
+    }
+    problem_reply(r, m, 401, "unauthorized", "Unauthorized",
+                  "a valid Bearer token for this path is required", NULL, NULL);
+    return false;
+}
+
 bool routes_early(void *arg, http_request *r)
 {
     api_app *app = arg;
     api_metrics *m = app->payments.metrics;
     char id[24];
     route rt = routes_match(http_request_path(r), id);
-    const char *token = route_token(app, rt);
-    const char *method = route_method(rt);
+    const char *methods = route_methods(rt);
     const char *cl;
 
-    if (token != NULL && !bearer_ok(r, token)) {
-        problem_reply(r, m, 401, "unauthorized", "Unauthorized",
-                      "a valid Bearer token for this path is required", NULL, NULL);
+    if (!authorized(app, r, rt, route_token(app, rt)))
         return true;
-    }
-    if (method == NULL) {
+    if (methods == NULL) {
         problem_reply(r, m, 404, "not-found", "Not Found", "no such resource", NULL, NULL);
         return true;
     }
-    if (strcmp(http_request_method(r), method) != 0 &&
-        !(strcmp(method, "GET") == 0 && strcmp(http_request_method(r), "HEAD") == 0)) {
-        const char *allow[] = {"Allow", method, NULL};
+    if (!method_allowed(methods, http_request_method(r))) {
+        const char *allow[] = {"Allow", methods, NULL};
         problem_reply(r, m, 405, "method-not-allowed", "Method Not Allowed",
                       "this resource does not support that method", NULL, allow);
         return true;
     }
-    if (rt != ROUTE_PAYMENTS)
+    if (!takes_json(rt, http_request_method(r)))
         return false;
     if (!is_json_type(http_request_header(r, "Content-Type"))) {
         problem_reply(r, m, 415, "unsupported-media-type", "Unsupported Media Type",
-                      "send the payment as Content-Type: application/json", NULL, NULL);
+                      "send the body as Content-Type: application/json", NULL, NULL);
         return true;
     }
     cl = http_request_header(r, "Content-Length");
@@ -200,11 +285,58 @@ static void handle_metrics(api_app *app, http_request *r)
     free(text);
 }
 
+/*
+ * Who the request acts as, for the replay records: the console session's operator (into
+ * @buf), or NULL for the bearer token (the replay then takes X-Actor).
+ */
+static const char *request_operator(api_app *app, http_request *r, char *buf, size_t len)
+{
+    session_view v;
+
+    if (bearer_ok(r, app->cfg->admin_token) ||
+        !sessions_find(app->sessions, http_request_header(r, "Cookie"), &v))
+        return NULL;
+    snprintf(buf, len, "%s", v.operator);
+    return buf;
+}
+
+static void handle_session(api_app *app, http_request *r)
+{
+    const char *method = http_request_method(r);
+    api_metrics *m = app->payments.metrics;
+
+    if (strcmp(method, "POST") == 0)
+        login_open(app->sessions, app->cfg->admin_token, m, r);
+    else if (strcmp(method, "DELETE") == 0)
+        login_close(app->sessions, m, r);
+    else
+        login_show(app->sessions, m, r);
+}
+
+static void handle_replays(api_app *app, http_request *r)
+{
+    char buf[SESSION_OPERATOR_LEN];
+    const char *by;
+
+    if (strcmp(http_request_method(r), "POST") != 0) {
+        replay_jobs_list(app->jobs, r);
+        return;
+    }
+    by = request_operator(app, r, buf, sizeof buf);
+    if (by == NULL) {
+        by = http_request_header(r, "X-Actor");
+        if (by == NULL || !session_operator_valid(by))
+            by = REPLAYED_BY;
+    }
+    replay_jobs_create(app->jobs, r, by);
+}
+
 void routes_handle(void *arg, http_request *r)
 {
+    static const char *const to_slash[] = {"Location", UI_PATH "/", NULL};
     api_app *app = arg;
     const char *path = http_request_path(r);
-    char id[24];
+    char id[24], buf[SESSION_OPERATOR_LEN];
 
     switch (routes_match(path, id)) {
     case ROUTE_HEALTHZ:
@@ -228,14 +360,35 @@ void routes_handle(void *arg, http_request *r)
     case ROUTE_DLQ_LIST:
         dlq_list(app->dlq, r);
         return;
+    case ROUTE_DLQ_GROUPS:
+        dlq_groups(app->dlq, r);
+        return;
     case ROUTE_DLQ_ONE:
         dlq_get(app->dlq, r, id);
         return;
     case ROUTE_DLQ_REPLAY:
-        dlq_replay(app->dlq, r, id);
+        dlq_replay(app->dlq, r, id, request_operator(app, r, buf, sizeof buf));
         return;
     case ROUTE_RECONCILE:
         reconcile_report(app->cfg, app->payments.pool, app->payments.metrics, r);
+        return;
+    case ROUTE_OVERVIEW:
+        overview_reply(app->payments.pool, app->dlq, app->payments.metrics, r);
+        return;
+    case ROUTE_SESSION:
+        handle_session(app, r);
+        return;
+    case ROUTE_REPLAYS:
+        handle_replays(app, r);
+        return;
+    case ROUTE_REPLAY_JOB:
+        replay_jobs_get(app->jobs, r, id);
+        return;
+    case ROUTE_UI:
+        console_serve(r, path + sizeof UI_PATH);
+        return;
+    case ROUTE_UI_ROOT:
+        http_reply(r, 308, "text/plain", "", 0, to_slash);
         return;
     default: /* routes_early() answered every other case */
         problem_reply(r, app->payments.metrics, 404, "not-found", "Not Found", "no such resource",

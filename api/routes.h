@@ -5,6 +5,8 @@
 #include <stdbool.h>
 
 #include "api/admin/dlq.h"
+#include "api/console/replay_jobs.h"
+#include "api/console/session.h"
 #include "api/payments.h"
 #include "shared/config.h"
 #include "shared/http/http.h"
@@ -14,6 +16,8 @@ typedef struct api_app {
     const gw_config *cfg;
     payments_deps payments;
     dlq *dlq;
+    sessions *sessions; /* the console's logins */
+    replay_jobs *jobs;
 } api_app;
 
 typedef enum route {
@@ -28,14 +32,21 @@ typedef enum route {
     ROUTE_DLQ_ONE,     /* /admin/dlq/{id} */
     ROUTE_DLQ_REPLAY,  /* /admin/dlq/{id}/replay */
     ROUTE_RECONCILE,   /* /admin/reconciliation */
+    ROUTE_DLQ_GROUPS,  /* /admin/dlq/groups */
+    ROUTE_OVERVIEW,    /* /admin/overview */
+    ROUTE_SESSION,     /* /admin/session: GET, POST (log in), DELETE (log out) */
+    ROUTE_REPLAYS,     /* /admin/replays: GET, POST */
+    ROUTE_REPLAY_JOB,  /* /admin/replays/{id} */
+    ROUTE_UI,          /* /admin/ui/{file}: the console's files, no credential */
+    ROUTE_UI_ROOT,     /* /admin/ui: redirected to /admin/ui/ */
     ROUTE_ADMIN_OTHER, /* /admin/... anything else */
     ROUTE_V1_OTHER,
 } route;
 
 /*
  * routes_match - the route of @path (the path alone, no query). For
- * ROUTE_DLQ_ONE and ROUTE_DLQ_REPLAY the letter's id goes into @id (24 bytes;
- * a longer id is ROUTE_ADMIN_OTHER).
+ * ROUTE_DLQ_ONE and ROUTE_DLQ_REPLAY the letter's id goes into @id, for
+ * ROUTE_REPLAY_JOB the job's (24 bytes; a longer id is ROUTE_ADMIN_OTHER).
  */
 route routes_match(const char *path, char *id);
 

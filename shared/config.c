@@ -283,6 +283,8 @@ static int load_tuning(gw_config *c, FILE *errs)
 
     bad += !env_int(errs, "INBOX_RETENTION_DAYS", 30, 1, 3650, &c->inbox_retention_days);
     bad += !env_int(errs, "RELAY_SLO_SECONDS", 60, 1, 86400, &c->relay_slo_seconds);
+    bad += !env_int(errs, "REPLAY_RATE", 200, 1, 10000, &c->replay_rate);
+    bad += !env_int(errs, "ADMIN_SESSION_IDLE_SECONDS", 900, 60, 86400, &c->admin_session_idle_s);
     bad += !env_int(errs, "RETRY_LOST_AFTER_SECONDS", 300, 1, 86400, &c->retry_lost_after_s);
     for (int i = 0; i < c->retry_steps; i++) {
         if (c->retry_delays_ms[i] >= c->retry_lost_after_s * 1000L) {

@@ -51,6 +51,8 @@ typedef struct gw_config {
     int outbox_retention_hours;
     int inbox_retention_days;
     int relay_slo_seconds;
+    int replay_rate;          /* REPLAY_RATE: letters a replay job publishes a second */
+    int admin_session_idle_s; /* ADMIN_SESSION_IDLE_SECONDS: a console session's idle life */
     int retry_lost_after_s; /* a payment retrying longer is published again (sql/0014) */
     const char *bank_sim_rules;
     const char *bank_url;   /* NULL: the built-in simulation; else the HTTP bank (section 12) */

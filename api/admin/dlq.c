@@ -189,11 +189,27 @@ out:
 
 /* ---------------------------------------------------------------- list, get */
 
+/* A filter's value from the query: NULL when absent or empty; false when too long. */
+static bool filter_param(dlq *d, http_request *r, const char *name, const char **out)
+{
+    char pointer[32];
+
+    *out = http_request_query(r, name);
+    if (*out != NULL && (*out)[0] == '\0')
+        *out = NULL;
+    if (*out == NULL || strlen(*out) <= 200)
+        return true;
+    snprintf(pointer, sizeof pointer, "/%s", name);
+    reply_invalid(d, r, pointer, "a search value is at most 200 characters");
+    return false;
+}
+
 void dlq_list(dlq *d, http_request *r)
 {
     const char *limit_s = http_request_query(r, "limit");
     const char *after_s = http_request_query(r, "after");
     long limit = LIST_DEFAULT, after = 0;
+    letters_filter f = {0};
     json_t *items, *next;
     db_conn *db = NULL;
     gw_err err;
@@ -206,15 +222,36 @@ void dlq_list(dlq *d, http_request *r)
         reply_invalid(d, r, "/after", "after must be the next cursor of a previous page");
         return;
     }
+    if (!filter_param(d, r, "event_id", &f.event_id) ||
+        !filter_param(d, r, "payment_id", &f.payment_id) ||
+        !filter_param(d, r, "group", &f.group) || !filter_param(d, r, "q", &f.q))
+        return;
     if (!acquire(d, r, &db))
         return;
-    err = letters_page(db, after, limit, &items, &next);
+    err = letters_page(db, &f, after, limit, &items, &next);
     db_pool_release(d->pool, db);
     if (err != GW_OK) {
         reply_db_unavailable(d, r);
         return;
     }
     http_reply_json(r, 200, json_pack("{s:o,s:o}", "items", items, "next", next), NULL);
+}
+
+void dlq_groups(dlq *d, http_request *r)
+{
+    db_conn *db = NULL;
+    json_t *groups;
+    gw_err err;
+
+    if (!acquire(d, r, &db))
+        return;
+    err = letters_groups(db, &groups);
+    db_pool_release(d->pool, db);
+    if (err != GW_OK) {
+        reply_db_unavailable(d, r);
+        return;
+    }
+    http_reply_json(r, 200, json_pack("{s:o}", "groups", groups), NULL);
 }
 
 void dlq_get(dlq *d, http_request *r, const char *id)
@@ -242,14 +279,27 @@ void dlq_get(dlq *d, http_request *r, const char *id)
 
 /* ---------------------------------------------------------------- replay */
 
+const char *dlq_replay_result_name(dlq_replay_result res)
+{
+    static const char *const names[] = {
+        [DLQ_REPLAYED] = "replayed",
+        [DLQ_REPLAY_NOT_FOUND] = "not_found",
+        [DLQ_REPLAY_ALREADY] = "already_replayed",
+        [DLQ_REPLAY_EXPIRED] = "window_expired",
+        [DLQ_REPLAY_UNROUTABLE] = "unroutable",
+        [DLQ_REPLAY_BROKER_DOWN] = "failed",
+        [DLQ_REPLAY_DB_DOWN] = "failed",
+    };
+    return names[res];
+}
+
 /*
  * The letter @l is locked in @db's open transaction and may be replayed: mark it, publish
- * it, COMMIT, and answer. Ends the transaction in every case.
+ * it, COMMIT. Ends the transaction in every case.
  */
-static void replay_locked(dlq *d, http_request *r, db_conn *db, const letters_locked *l,
-                          const char *id, long v, const char *actor)
+static dlq_replay_result replay_locked(dlq *d, db_conn *db, const letters_locked *l, const char *id,
+                                       const char *actor, const char *job, char *why, size_t len)
 {
-    char why[160];
     gw_err err;
 
     /*
@@ -257,82 +307,135 @@ static void replay_locked(dlq *d, http_request *r, db_conn *db, const letters_lo
      * worker that takes the message at once waits for this COMMIT and sees `published`, not
      * `dead_lettered` (which it would ack as terminal, losing the replay).
      */
-    if (letters_mark_replayed(db, id, actor, l->event_id) != GW_OK) {
+    if (letters_mark_replayed(db, id, actor, l->event_id, job) != GW_OK) {
         db_rollback(db);
-        reply_db_unavailable(d, r);
-        return;
+        snprintf(why, len, "the database is unavailable");
+        return DLQ_REPLAY_DB_DOWN;
     }
-    err = replay_publish(d->broker, l, id, why, sizeof why);
+    err = replay_publish(d->broker, l, id, why, len);
     if (err == GW_ERR_NOT_FOUND) {
         db_rollback(db);
-        problem_reply(r, d->metrics, 409, "replay-unroutable", "Replay Unroutable", why, NULL,
-                      NULL);
-        return;
+        return DLQ_REPLAY_UNROUTABLE;
     }
     if (err != GW_OK) {
         db_rollback(db);
-        problem_reply(r, d->metrics, 503, "broker-unavailable", "Service Unavailable",
-                      "RabbitMQ did not confirm the replay; nothing was recorded", NULL, retry_1);
-        return;
+        snprintf(why, len, "RabbitMQ did not confirm the replay; nothing was recorded");
+        return DLQ_REPLAY_BROKER_DOWN;
     }
     if (db_exec(db, "COMMIT") != GW_OK) {
         /* published but not recorded: a second replay is possible, the inbox keeps one effect */
         db_rollback(db);
-        reply_db_unavailable(d, r);
-        return;
+        snprintf(why, len, "the database is unavailable");
+        return DLQ_REPLAY_DB_DOWN;
     }
-    log_info("dead_letter_replayed", "request_id=%s id=%s event_id=%s actor=%s", http_request_id(r),
-             id, l->event_id, actor);
-    http_reply_json(r, 202,
-                    json_pack("{s:I,s:s,s:s}", "id", (json_int_t)v, "event_id", l->event_id,
-                              "status", "replayed"),
-                    NULL);
+    log_info("dead_letter_replayed", "id=%s event_id=%s actor=%s job=%s", id, l->event_id, actor,
+             job != NULL ? job : "-");
+    return DLQ_REPLAYED;
 }
 
-/* The letter cannot be replayed (@err from letters_lock(), else why not): the answer. */
-static void reply_not_replayable(dlq *d, http_request *r, gw_err err, const letters_locked *l)
-{
-    if (err == GW_ERR_NOT_FOUND)
-        reply_not_found(d, r);
-    else if (err != GW_OK)
-        reply_db_unavailable(d, r);
-    else if (l->replayed)
-        problem_reply(r, d->metrics, 409, "already-replayed", "Already Replayed",
-                      "this dead letter was replayed before", NULL, NULL);
-    else /* the inbox may have forgotten the event: a replay could settle it twice */
-        problem_reply(r, d->metrics, 409, "replay-window-expired", "Replay Window Expired",
-                      "the dead letter is older than the inbox retention (INBOX_RETENTION_DAYS)",
-                      NULL, NULL);
-}
-
-void dlq_replay(dlq *d, http_request *r, const char *id)
+dlq_replay_result dlq_replay_one(dlq *d, db_conn *db, const char *id, const char *actor,
+                                 const char *job, char *event_id, size_t event_len, char *why,
+                                 size_t len)
 {
     letters_locked l = {0};
-    const char *actor;
-    db_conn *db = NULL;
+    dlq_replay_result res;
     gw_err err;
+
+    why[0] = '\0';
+    event_id[0] = '\0';
+    /* the letter is locked FOR UPDATE: two replays of one letter cannot both publish */
+    if (db_begin(db, NULL) != GW_OK) {
+        snprintf(why, len, "the database is unavailable");
+        return DLQ_REPLAY_DB_DOWN;
+    }
+    err = letters_lock(db, id, d->cfg->inbox_retention_days, &l);
+    if (err == GW_OK)
+        snprintf(event_id, event_len, "%s", l.event_id);
+    if (err == GW_ERR_NOT_FOUND) {
+        res = DLQ_REPLAY_NOT_FOUND;
+        snprintf(why, len, "no such dead letter");
+    } else if (err != GW_OK) {
+        res = DLQ_REPLAY_DB_DOWN;
+        snprintf(why, len, "the database is unavailable");
+    } else if (l.replayed) {
+        res = DLQ_REPLAY_ALREADY;
+        snprintf(why, len, "this dead letter was replayed before");
+    } else if (l.expired) { /* the inbox may have forgotten the event: it could settle twice */
+        res = DLQ_REPLAY_EXPIRED;
+        snprintf(why, len,
+                 "the dead letter is older than the inbox retention (INBOX_RETENTION_DAYS)");
+    } else {
+        res = replay_locked(d, db, &l, id, actor, job, why, len);
+        letters_locked_clear(&l);
+        return res;
+    }
+    db_rollback(db);
+    letters_locked_clear(&l);
+    return res;
+}
+
+void dlq_replay(dlq *d, http_request *r, const char *id, const char *actor)
+{
+    char why[240], event_id[128];
+    dlq_replay_result res;
+    db_conn *db = NULL;
     long v;
 
     if (!parse_int(id, 1, INT64_MAX, &v)) {
         reply_not_found(d, r);
         return;
     }
-    /* who replays: the operator's name from X-Actor when given, else the credential used */
-    actor = http_request_header(r, "X-Actor");
-    if (actor == NULL || !payment_id_valid(actor, strlen(actor)))
-        actor = REPLAYED_BY;
+    /* who replays: the session's operator; with the bearer token X-Actor when given, else
+     * the credential used */
+    if (actor == NULL) {
+        actor = http_request_header(r, "X-Actor");
+        if (actor == NULL || !payment_id_valid(actor, strlen(actor)))
+            actor = REPLAYED_BY;
+    }
     if (!acquire(d, r, &db))
         return;
-    /* the letter is locked FOR UPDATE: two replays of one letter cannot both publish */
-    if (db_begin(db, NULL) != GW_OK) {
-        reply_db_unavailable(d, r);
-    } else if ((err = letters_lock(db, id, d->cfg->inbox_retention_days, &l)) != GW_OK ||
-               l.replayed || l.expired) {
-        db_rollback(db);
-        reply_not_replayable(d, r, err, &l);
-    } else {
-        replay_locked(d, r, db, &l, id, v, actor);
-    }
-    letters_locked_clear(&l);
+    res = dlq_replay_one(d, db, id, actor, NULL, event_id, sizeof event_id, why, sizeof why);
     db_pool_release(d->pool, db);
+    switch (res) {
+    case DLQ_REPLAYED:
+        log_info("dead_letter_replay_answered", "request_id=%s id=%s", http_request_id(r), id);
+        http_reply_json(r, 202,
+                        json_pack("{s:I,s:s,s:s}", "id", (json_int_t)v, "event_id", event_id,
+                                  "status", "replayed"),
+                        NULL);
+        return;
+    case DLQ_REPLAY_NOT_FOUND:
+        reply_not_found(d, r);
+        return;
+    case DLQ_REPLAY_ALREADY:
+        problem_reply(r, d->metrics, 409, "already-replayed", "Already Replayed", why, NULL, NULL);
+        return;
+    case DLQ_REPLAY_EXPIRED:
+        problem_reply(r, d->metrics, 409, "replay-window-expired", "Replay Window Expired", why,
+                      NULL, NULL);
+        return;
+    case DLQ_REPLAY_UNROUTABLE:
+        problem_reply(r, d->metrics, 409, "replay-unroutable", "Replay Unroutable", why, NULL,
+                      NULL);
+        return;
+    case DLQ_REPLAY_BROKER_DOWN:
+        problem_reply(r, d->metrics, 503, "broker-unavailable", "Service Unavailable", why, NULL,
+                      retry_1);
+        return;
+    case DLQ_REPLAY_DB_DOWN:
+        reply_db_unavailable(d, r);
+        return;
+    }
+}
+
+/* ---------------------------------------------------------------- queues */
+
+json_t *dlq_queue_depths(dlq *d)
+{
+    json_t *out;
+
+    dlq_broker_lock(d->broker);
+    out = dlq_broker_queue_depths(d->broker);
+    dlq_broker_unlock(d->broker);
+    return out;
 }

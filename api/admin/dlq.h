@@ -20,13 +20,47 @@ void dlq_free(dlq *d); /* accepts NULL */
 /* POST /admin/dlq/drain?max=N: basic.get up to N, store each, COMMIT, then ack. */
 void dlq_drain(dlq *d, http_request *r);
 
-/* GET /admin/dlq?limit=&after=: newest first, keyset-paginated by id. */
+/* GET /admin/dlq?limit=&after=&q=&event_id=&payment_id=&group=: newest first, keyset-paginated
+ * by id, narrowed by the filters given (docs/console.md). */
 void dlq_list(dlq *d, http_request *r);
+
+/* GET /admin/dlq/groups: the letters grouped by reason (letters_groups()). */
+void dlq_groups(dlq *d, http_request *r);
 
 /* GET /admin/dlq/{id} */
 void dlq_get(dlq *d, http_request *r, const char *id);
 
-/* POST /admin/dlq/{id}/replay: the original body, x-attempt 1, confirmed and mandatory. */
-void dlq_replay(dlq *d, http_request *r, const char *id);
+/*
+ * POST /admin/dlq/{id}/replay: the original body, x-attempt 1, confirmed and mandatory;
+ * recorded as @actor (a console session's operator), or when NULL as X-Actor or the token.
+ */
+void dlq_replay(dlq *d, http_request *r, const char *id, const char *actor);
+
+/* What became of one replay; dlq_replay_result_name() is its name in a replay job. */
+typedef enum dlq_replay_result {
+    DLQ_REPLAYED,
+    DLQ_REPLAY_NOT_FOUND,
+    DLQ_REPLAY_ALREADY,
+    DLQ_REPLAY_EXPIRED,
+    DLQ_REPLAY_UNROUTABLE,
+    DLQ_REPLAY_BROKER_DOWN,
+    DLQ_REPLAY_DB_DOWN,
+} dlq_replay_result;
+
+const char *dlq_replay_result_name(dlq_replay_result res);
+
+/*
+ * dlq_replay_one - replay the letter @id on @db (a connection of the caller's, no transaction
+ * open): lock it, mark it replayed by @actor (and for @job when not NULL, in the same
+ * transaction), publish it confirmed, COMMIT. Its event id into @event_id, and why it was not
+ * replayed into @why.
+ */
+dlq_replay_result dlq_replay_one(dlq *d, db_conn *db, const char *id, const char *actor,
+                                 const char *job, char *event_id, size_t event_len, char *why,
+                                 size_t len);
+
+/* dlq_queue_depths - every queue of the topology with its messages and consumers, by a passive
+ * declare each; NULL when the broker cannot be asked. Owned. */
+json_t *dlq_queue_depths(dlq *d);
 
 #endif

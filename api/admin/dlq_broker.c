@@ -136,3 +136,39 @@ gw_err dlq_broker_publish(dlq_broker *b, const mq_message *m, char *why, size_t 
         failed(b);
     return err;
 }
+
+/* One queue's depth by a passive declare: {"name", "messages", "consumers"}, NULL on failure. */
+static json_t *queue_depth(dlq_broker *b, const char *name)
+{
+    amqp_connection_state_t c = mq_state(b->mq);
+    amqp_queue_declare_ok_t *ok =
+        amqp_queue_declare(c, MQ_CHANNEL, mq_bytes(name), 1, 0, 0, 0, amqp_empty_table);
+
+    if (mq_check(amqp_get_rpc_reply(c), "queue.declare.passive") != GW_OK || ok == NULL)
+        return NULL;
+    return json_pack("{s:s,s:I,s:I}", "name", name, "messages", (json_int_t)ok->message_count,
+                     "consumers", (json_int_t)ok->consumer_count);
+}
+
+json_t *dlq_broker_queue_depths(dlq_broker *b)
+{
+    json_t *out = json_array(), *q = NULL;
+    char name[64];
+
+    if (connected(b) != GW_OK)
+        goto failed;
+    if ((q = queue_depth(b, MQ_QUEUE_SETTLEMENT)) == NULL || json_array_append_new(out, q) != 0)
+        goto failed;
+    for (int i = 0; i < b->cfg->retry_steps; i++) {
+        snprintf(name, sizeof name, MQ_QUEUE_RETRY_PREFIX "%d", b->cfg->retry_delays_ms[i]);
+        if ((q = queue_depth(b, name)) == NULL || json_array_append_new(out, q) != 0)
+            goto failed;
+    }
+    if ((q = queue_depth(b, MQ_QUEUE_DLQ)) == NULL || json_array_append_new(out, q) != 0)
+        goto failed;
+    return out;
+failed:
+    failed(b); /* a failed passive declare closes the channel: start again next time */
+    json_decref(out);
+    return NULL;
+}

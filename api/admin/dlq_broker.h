@@ -7,6 +7,7 @@
 #include <stdint.h>
 
 #include <amqp.h>
+#include <jansson.h>
 
 #include "shared/amqp/mq.h"
 #include "shared/config.h"
@@ -54,5 +55,12 @@ void dlq_broker_requeue_upto(dlq_broker *b, uint64_t tag);
  * drops the connection.
  */
 GW_MUSTCHECK gw_err dlq_broker_publish(dlq_broker *b, const mq_message *m, char *why, size_t len);
+
+/*
+ * dlq_broker_queue_depths - under the lock: the settlement queue, each retry queue and the DLQ
+ * with their message and consumer counts, by passive declares, as a JSON array (owned); NULL
+ * when the broker cannot be asked.
+ */
+json_t *dlq_broker_queue_depths(dlq_broker *b);
 
 #endif

@@ -21,7 +21,8 @@
     "x_death::text, first_death_reason, "                                                          \
     "to_char(drained_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"'), "                \
     "to_char(replayed_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"'), "               \
-    "replayed_by, message_id, first_death_queue, first_death_exchange, headers::text"
+    "replayed_by, message_id, first_death_queue, first_death_exchange, headers::text, "            \
+    "group_key, replay_job, error_class"
 
 static json_t *col_text(const PGresult *res, int row, int col)
 {
@@ -64,6 +65,14 @@ static json_t *letter_json(const PGresult *res, int row)
     json_object_set_new(o, "drained_at", col_text(res, row, 11));
     json_object_set_new(o, "replayed_at", col_text(res, row, 12));
     json_object_set_new(o, "replayed_by", col_text(res, row, 13));
+    json_object_set_new(o, "group", col_text(res, row, 18));
+    json_object_set_new(o, "error_class", col_text(res, row, 20));
+    if (PQgetisnull(res, row, 12))
+        json_object_set_new(o, "replay", json_null());
+    else
+        json_object_set_new(o, "replay",
+                            json_pack("{s:o,s:o,s:o}", "at", col_text(res, row, 12), "by",
+                                      col_text(res, row, 13), "job", col_text(res, row, 19)));
     return o;
 }
 
@@ -236,10 +245,11 @@ gw_err letters_by_ids(db_conn *db, const char *ids, json_t **out)
     return err;
 }
 
-gw_err letters_page(db_conn *db, long after, long limit, json_t **items, json_t **next)
+gw_err letters_page(db_conn *db, const letters_filter *f, long after, long limit, json_t **items,
+                    json_t **next)
 {
     char lim[24], after_buf[24];
-    const char *params[2] = {NULL, lim};
+    const char *params[6] = {NULL, lim, f->event_id, f->payment_id, f->group, f->q};
     PGresult *res;
     gw_err err;
     int n;
@@ -248,16 +258,51 @@ gw_err letters_page(db_conn *db, long after, long limit, json_t **items, json_t 
         snprintf(after_buf, sizeof after_buf, "%ld", after);
     params[0] = after > 0 ? after_buf : NULL;
     snprintf(lim, sizeof lim, "%ld", limit + 1); /* one more tells whether a next page exists */
+    /* q: a substring of the error (any case), the event id or the payment id */
     res = PQexecParams(db_pg(db),
                        "SELECT " LETTER_COLUMNS " FROM dead_letters "
-                       "WHERE $1::bigint IS NULL OR id < $1::bigint ORDER BY id DESC LIMIT $2::int",
-                       2, NULL, params, NULL, NULL, 0);
+                       "WHERE ($1::bigint IS NULL OR id < $1::bigint) "
+                       "AND ($3::text IS NULL OR event_id = $3) "
+                       "AND ($4::text IS NULL OR payment_id = $4) "
+                       "AND ($5::text IS NULL OR group_key = $5) "
+                       "AND ($6::text IS NULL OR strpos(lower(coalesce(last_error, '')), "
+                       "lower($6)) > 0 OR strpos(coalesce(event_id, ''), $6) > 0 "
+                       "OR strpos(coalesce(payment_id, ''), $6) > 0) "
+                       "ORDER BY id DESC LIMIT $2::int",
+                       6, NULL, params, NULL, NULL, 0);
     if ((err = db_check(res, PGRES_TUPLES_OK, "dead_letters_list")) == GW_OK) {
         *items = json_array();
         n = PQntuples(res);
         for (int i = 0; i < n && i < limit; i++)
             json_array_append_new(*items, letter_json(res, i));
         *next = n > limit ? json_string(PQgetvalue(res, (int)limit - 1, 0)) : json_null();
+    }
+    PQclear(res);
+    return err;
+}
+
+#define TS(col) "to_char(" col " AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"')"
+
+gw_err letters_groups(db_conn *db, json_t **out)
+{
+    PGresult *res = PQexec(
+        db_pg(db), "SELECT group_key, first_death_reason, error_class, count(*), "
+                   "count(*) FILTER (WHERE replayed_at IS NULL), " TS("min(died_at)") ", " TS(
+                       "max(died_at)") " FROM dead_letters "
+                                       "GROUP BY group_key, first_death_reason, error_class "
+                                       "ORDER BY max(died_at) DESC LIMIT " LETTERS_GROUPS_MAX_S);
+    gw_err err = db_check(res, PGRES_TUPLES_OK, "dead_letter_groups");
+
+    if (err == GW_OK) {
+        *out = json_array();
+        for (int i = 0; i < PQntuples(res); i++)
+            json_array_append_new(
+                *out,
+                json_pack("{s:o,s:o,s:o,s:I,s:I,s:o,s:o}", "key", col_text(res, i, 0), "reason",
+                          col_text(res, i, 1), "error", col_text(res, i, 2), "count",
+                          (json_int_t)strtoll(PQgetvalue(res, i, 3), NULL, 10), "not_replayed",
+                          (json_int_t)strtoll(PQgetvalue(res, i, 4), NULL, 10), "first_seen",
+                          col_text(res, i, 5), "last_seen", col_text(res, i, 6)));
     }
     PQclear(res);
     return err;
@@ -321,7 +366,8 @@ void letters_locked_clear(letters_locked *l)
     l->res = NULL;
 }
 
-gw_err letters_mark_replayed(db_conn *db, const char *id, const char *actor, const char *event_id)
+gw_err letters_mark_replayed(db_conn *db, const char *id, const char *actor, const char *event_id,
+                             const char *job)
 {
     const char *params[3] = {id, actor, event_id};
     /* dead_lettered -> published, the replay's own move in payment_may_move() */
@@ -329,6 +375,18 @@ gw_err letters_mark_replayed(db_conn *db, const char *id, const char *actor, con
         PQexecParams(db_pg(db), PAYMENT_STATUS_SQL_REPLAYED, 3, NULL, params, NULL, NULL, 0);
     gw_err err = db_check(res, PGRES_COMMAND_OK, "dead_letter_replayed");
 
+    PQclear(res);
+    if (err != GW_OK || job == NULL)
+        return err;
+    /* the job's record of this letter, in the replay's own transaction */
+    params[1] = job;
+    res = PQexecParams(db_pg(db),
+                       "WITH l AS (UPDATE dead_letters SET replay_job = $2::bigint "
+                       "WHERE id = $1::bigint) "
+                       "UPDATE replay_job_letters SET result = 'replayed', detail = NULL, "
+                       "at = now() WHERE job_id = $2::bigint AND letter_id = $1::bigint",
+                       2, NULL, params, NULL, NULL, 0);
+    err = db_check(res, PGRES_COMMAND_OK, "replay_job_letter_replayed");
     PQclear(res);
     return err;
 }

@@ -314,6 +314,9 @@ static const char *add_headers(struct MHD_Response *resp, const char *content_ty
         return "X-Request-Id";
     if (MHD_add_response_header(resp, "Cache-Control", "no-store") != MHD_YES)
         return "Cache-Control";
+    /* no answer of ours is to be read as another type than it says (the console shows them) */
+    if (MHD_add_response_header(resp, "X-Content-Type-Options", "nosniff") != MHD_YES)
+        return "X-Content-Type-Options";
     for (const char *const *h = headers; h != NULL && h[0] != NULL; h += 2)
         if (MHD_add_response_header(resp, h[0], h[1]) != MHD_YES)
             return h[0];

@@ -1,0 +1,63 @@
+/* api/console/overview.c - the overview: a few indexed counts and the queues' depths */
+#include "api/console/overview.h"
+
+#include <stdlib.h>
+
+#include "api/problem.h"
+
+#define POOL_WAIT_MS 2000
+
+static const char *const retry_1[] = {"Retry-After", "1", NULL};
+
+/* outbox_pending, inbox_processed_at and the dead letters' primary key (sql/) keep these cheap */
+static const char overview_sql[] =
+    "SELECT (SELECT count(*) FROM outbox WHERE state = 'pending'), "
+    "(SELECT extract(epoch FROM now() - created_at)::float8 FROM outbox "
+    "WHERE state = 'pending' ORDER BY id LIMIT 1), "
+    "(SELECT count(*) FROM inbox WHERE processed_at > now() - interval '60 seconds'), "
+    "(SELECT count(*) FROM dead_letters), "
+    "(SELECT count(*) FROM dead_letters WHERE replayed_at IS NULL)";
+
+static json_int_t col_int(const PGresult *res, int col)
+{
+    return (json_int_t)strtoll(PQgetvalue(res, 0, col), NULL, 10);
+}
+
+void overview_reply(db_pool *pool, dlq *d, api_metrics *m, http_request *r)
+{
+    db_conn *db = NULL;
+    PGresult *res;
+    json_t *queues, *dlq_broker = json_null(), *q;
+    size_t i;
+
+    if (db_pool_acquire(pool, POOL_WAIT_MS, &db) != GW_OK) {
+        problem_reply(r, m, 503, "service-unavailable", "Service Unavailable",
+                      "the database is unavailable", NULL, retry_1);
+        return;
+    }
+    res = PQexec(db_pg(db), overview_sql);
+    db_pool_release(pool, db);
+    if (db_check(res, PGRES_TUPLES_OK, "overview") != GW_OK) {
+        PQclear(res);
+        problem_reply(r, m, 503, "service-unavailable", "Service Unavailable",
+                      "the database is unavailable", NULL, retry_1);
+        return;
+    }
+    queues = dlq_queue_depths(d);
+    json_array_foreach(queues, i, q)
+    {
+        if (i + 1 == json_array_size(queues)) /* the DLQ comes last */
+            dlq_broker = json_incref(json_object_get(q, "messages"));
+    }
+    http_reply_json(
+        r, 200,
+        json_pack("{s:{s:I,s:o},s:o,s:{s:o,s:I,s:I},s:I,s:f}", "outbox", "pending", col_int(res, 0),
+                  "oldest_pending_seconds",
+                  PQgetisnull(res, 0, 1) ? json_integer(0)
+                                         : json_real(strtod(PQgetvalue(res, 0, 1), NULL)),
+                  "queues", queues != NULL ? queues : json_null(), "dlq", "broker", dlq_broker,
+                  "stored", col_int(res, 3), "not_replayed", col_int(res, 4), "settled_last_minute",
+                  col_int(res, 2), "settle_rate_per_s", (double)col_int(res, 2) / 60.0),
+        NULL);
+    PQclear(res);
+}
