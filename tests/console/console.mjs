@@ -142,7 +142,7 @@ await scenario('1. log in, groups, search, one letter, replay, a group job, drai
 
   // overview
   await go(page, '#/overview', '#overview-queues');
-  await page.locator('#overview-payments tbody tr').first().waitFor({ timeout: T });
+  await page.locator('#overview-queues tbody tr').first().waitFor({ timeout: T });
   const ovDlq = await page.textContent('#overview-dlq');
   check('overview shows the stored dead letters', /Stored/.test(ovDlq) && /\d/.test(ovDlq), ovDlq);
   const statuses = await page.$$eval('#overview-payments tbody tr td:first-child', (t) => t.map((x) => x.textContent));

@@ -35,10 +35,11 @@ function fill(box, o) {
       { label: 'Messages', cell: (q) => text(q.messages), className: 'num' },
       { label: 'Consumers', cell: (q) => text(q.consumers), className: 'num' },
     ], Array.isArray(o.queues) ? o.queues : [], { id: 'overview-queues' }),
-    table('Payments by status', [
+    o.payments && typeof o.payments === 'object' ? table('Payments by status', [
       { label: 'Status', cell: (r) => r[0] },
       { label: 'Payments', cell: (r) => text(r[1]), className: 'num' },
-    ], Object.entries(o.payments || {}), { id: 'overview-payments' }),
+    ], Object.entries(o.payments), { id: 'overview-payments' })
+      : h('p', { id: 'overview-payments' }, 'Payments by status: not reported by this server.'),
   );
 }
 
