@@ -4,6 +4,7 @@
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <time.h>
 
 #include "shared/mq_topology.h"
 
@@ -13,7 +14,23 @@ struct dlq_broker {
     const gw_config *cfg;
     pthread_mutex_t lock; /* one admin broker call at a time */
     mq_conn *mq;          /* under lock; NULL until first use or after a failure */
+    time_t used_at;       /* under lock: when mq was last used (CLOCK_MONOTONIC seconds) */
 };
+
+/*
+ * Nobody reads an idle admin connection, so nobody answers the broker's heartbeats: after
+ * two missed ones the broker closes it, and the next admin call would fail on it. An
+ * idle connection is replaced before use instead.
+ */
+#define IDLE_REOPEN_S MQ_HEARTBEAT_S
+
+static time_t now_s(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec;
+}
 
 void dlq_broker_msg_clear(dlq_broker_msg *m)
 {
@@ -54,10 +71,14 @@ void dlq_broker_unlock(dlq_broker *b)
 /* Under b->lock: a usable confirm-mode connection with the topology declared. */
 static gw_err connected(dlq_broker *b)
 {
+    time_t now = now_s();
     gw_err err;
 
-    if (b->mq != NULL && mq_fd(b->mq) >= 0)
+    if (b->mq != NULL && mq_fd(b->mq) >= 0 && now - b->used_at < IDLE_REOPEN_S) {
+        b->used_at = now;
         return GW_OK;
+    }
+    b->used_at = now;
     mq_close(b->mq);
     b->mq = NULL;
     if ((err = mq_open(b->cfg->amqp_url, b->cfg->amqp_cacert, "payments-api-admin", true,
