@@ -135,7 +135,7 @@ static gw_err try_batch(db_conn *db, accept_job **jobs, int n, bool *at_commit)
     if ((err = failpoint_hit("api.before_commit")) != GW_OK)
         goto rollback;
     *at_commit = true;
-    err = db_exec(db, "COMMIT");
+    err = db_commit(db);
     goto out;
 rollback:
     db_rollback(db);

@@ -114,7 +114,7 @@ static gw_err store_letters(dlq *d, const dlq_broker_msg *msgs, long n, char *id
         ids[len++] = '}';
         ids[len] = '\0';
         if (err == GW_OK)
-            err = db_exec(*db, "COMMIT");
+            err = db_commit(*db);
         else
             db_rollback(*db);
     }
@@ -322,7 +322,7 @@ static dlq_replay_result replay_locked(dlq *d, db_conn *db, const letters_locked
         snprintf(why, len, "RabbitMQ did not confirm the replay; nothing was recorded");
         return DLQ_REPLAY_BROKER_DOWN;
     }
-    if (db_exec(db, "COMMIT") != GW_OK) {
+    if (db_commit(db) != GW_OK) {
         /* published but not recorded: a second replay is possible, the inbox keeps one effect */
         db_rollback(db);
         snprintf(why, len, "the database is unavailable");
@@ -412,7 +412,7 @@ bool dlq_replay_batch(dlq *d, db_conn *db, const char *const *ids, size_t n, con
     for (size_t k = 0; k < np; k++)
         if (each[k] != GW_OK)
             goto rollback;
-    if (db_exec(db, "COMMIT") != GW_OK)
+    if (db_commit(db) != GW_OK)
         goto rollback;
     for (size_t k = 0; k < np; k++) {
         res[pub_at[k]] = DLQ_REPLAYED;

@@ -413,7 +413,7 @@ void replay_jobs_create(replay_jobs *j, http_request *r, const char *operator)
     if ((err = db_begin(db, NULL)) == GW_OK &&
         (err = insert_job(db, operator, selector, ids, group, id, &total, &unknown)) == GW_OK &&
         unknown == 0 && total > 0)
-        committed = (err = db_exec(db, "COMMIT")) == GW_OK;
+        committed = (err = db_commit(db)) == GW_OK;
     else
         db_rollback(db);
     db_pool_release(j->pool, db);

@@ -281,22 +281,26 @@ static PGresult *await_result(db_conn *db, int wait_ms)
     }
 }
 
-/* run - send @sql (or prepared @name with @params) and wait for it within the bounds above. */
+/*
+ * run - send @sql (or prepared @name with @params) and wait for it within the bounds above:
+ * @wait_ms is DB_COMMIT_WAIT_MS for a COMMIT (only a COMMIT waits for the standby; any other
+ * statement ends at statement_timeout), DB_WAIT_MS otherwise.
+ */
 static PGresult *run(db_conn *db, const char *sql, const char *name, int n,
-                     const char *const *params)
+                     const char *const *params, int wait_ms)
 {
     int sent = sql ? PQsendQuery(db->pg, sql)
                    : PQsendQueryPrepared(db->pg, name, n, params, NULL, NULL, 0);
 
     if (!sent)
         return NULL; /* the connection is gone: db_check() says so */
-    /* only a COMMIT waits for the standby; any other statement ends at statement_timeout */
-    return await_result(db, sql && strstr(sql, "COMMIT") ? DB_COMMIT_WAIT_MS : DB_WAIT_MS);
+    return await_result(db, wait_ms);
 }
 
-gw_err db_exec(db_conn *db, const char *sql)
+/* exec - db_exec() with its wait. */
+static gw_err exec(db_conn *db, const char *sql, int wait_ms)
 {
-    PGresult *res = db->pg ? run(db, sql, NULL, 0, NULL) : NULL;
+    PGresult *res = db->pg ? run(db, sql, NULL, 0, NULL, wait_ms) : NULL;
     gw_err err = db_check(res, PGRES_COMMAND_OK, sql);
 
     PQclear(res);
@@ -307,10 +311,20 @@ gw_err db_exec(db_conn *db, const char *sql)
     return err;
 }
 
+gw_err db_exec(db_conn *db, const char *sql)
+{
+    return exec(db, sql, DB_WAIT_MS);
+}
+
+gw_err db_commit(db_conn *db)
+{
+    return exec(db, "COMMIT", DB_COMMIT_WAIT_MS);
+}
+
 gw_err db_sync_barrier(db_conn *db)
 {
     /* one round trip: a simple query may carry several statements */
-    return db_exec(db, "BEGIN; " DB_SYNC_WRITE "; COMMIT");
+    return exec(db, "BEGIN; " DB_SYNC_WRITE "; COMMIT", DB_COMMIT_WAIT_MS);
 }
 
 gw_err db_begin(db_conn *db, const char *sql)
@@ -332,7 +346,7 @@ void db_rollback(db_conn *db)
 
 PGresult *db_prepared(db_conn *db, const char *name, int n, const char *const *params)
 {
-    PGresult *res = db->pg ? run(db, NULL, name, n, params) : NULL;
+    PGresult *res = db->pg ? run(db, NULL, name, n, params, DB_WAIT_MS) : NULL;
 
     if (sync_wait_ended(db)) { /* a statement that committed by itself: its outcome is unknown */
         log_warn("db_outcome_unknown", "app=%s stmt=%s", db->app, name);

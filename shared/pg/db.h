@@ -37,7 +37,7 @@ typedef struct db_conn db_conn;
 
 /*
  * How long db_exec() and db_prepared() wait for an answer before they ask the
- * server to cancel: a COMMIT DB_COMMIT_WAIT_MS (only its wait for the standby
+ * server to cancel: a COMMIT (db_commit()) DB_COMMIT_WAIT_MS (only its wait for the standby
  * can be cancelled), anything else DB_WAIT_MS (longer than DB_STATEMENT_TIMEOUT,
  * which ends it first); and how long after that before the connection is given
  * up. With no standby, an accept queued behind a batch whose COMMIT waits is
@@ -86,13 +86,19 @@ GW_MUSTCHECK gw_err db_check(const PGresult *res, ExecStatusType want, const cha
 void db_message_line(const char *msg, char *out, size_t len);
 
 /*
- * db_exec - run a parameterless command (BEGIN, COMMIT, ROLLBACK, SET ...).
- * A COMMIT that PostgreSQL answered with "the wait for synchronous replication
- * was cancelled" is GW_ERR_DB: committed here, perhaps on no standby, so its
- * outcome is unknown and nothing may be promised on it (db_prepared() alike for
- * a statement that commits by itself).
+ * db_exec - run a parameterless command (BEGIN, ROLLBACK, SET ...; a COMMIT goes
+ * through db_commit(), which waits longer). A COMMIT that PostgreSQL answered with "the wait for
+ * synchronous replication was cancelled" is GW_ERR_DB: committed here, perhaps on no standby, so
+ * its outcome is unknown and nothing may be promised on it (db_prepared() alike for a statement
+ * that commits by itself).
  */
 GW_MUSTCHECK gw_err db_exec(db_conn *db, const char *sql);
+
+/*
+ * db_commit - COMMIT, with the COMMIT's own bound (DB_COMMIT_WAIT_MS: it may wait for the
+ * synchronous standby); a COMMIT whose wait was cancelled fails with an unknown outcome.
+ */
+GW_MUSTCHECK gw_err db_commit(db_conn *db);
 
 /*
  * db_begin - BEGIN (or @sql, e.g. "BEGIN ISOLATION LEVEL ..."). A connection

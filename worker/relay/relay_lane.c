@@ -81,7 +81,7 @@ gw_err relay_lane_start(relay_lane *l, mq_conn *mq, int limit, size_t *claimed)
     *claimed = outbox_batch_len(b);
     if (*claimed == 0) {
         outbox_batch_free(b);
-        return db_exec(l->db, "COMMIT");
+        return db_commit(l->db);
     }
     metrics_observe(l->m->batch_size, (double)*claimed);
     l->b = b;
@@ -196,8 +196,7 @@ gw_err relay_lane_finish(relay_lane *l, bool timed_out)
     }
     if ((err = failpoint_hit("relay.after_publish")) == GW_OK &&
         (err = outbox_mark(l->db, l->b)) == GW_OK &&
-        (err = failpoint_hit("relay.before_commit")) == GW_OK &&
-        (err = db_exec(l->db, "COMMIT")) == GW_OK)
+        (err = failpoint_hit("relay.before_commit")) == GW_OK && (err = db_commit(l->db)) == GW_OK)
         count_fates(l);
     else
         db_rollback(l->db); /* nothing marked: every row stays pending */

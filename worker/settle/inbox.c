@@ -145,7 +145,7 @@ static gw_err try_settle(db_conn *db, inbox_item *items, const int *order, int n
     if ((err = failpoint_hit("worker.before_commit")) != GW_OK)
         goto rollback;
     *at_commit = true;
-    if ((err = db_exec(db, "COMMIT")) == GW_OK)
+    if ((err = db_commit(db)) == GW_OK)
         goto out;
 rollback:
     db_rollback(db);
