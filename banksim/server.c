@@ -1,10 +1,12 @@
-/* banksim/server.c - routes, validation and answers; faults are applied here, after the store */
+/* banksim/server.c - routes, validation and answers; faults are applied here, after the store.
+ * A new transfer suspends its connection until the store's group commit calls back. */
 #include "banksim/server.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <netinet/in.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,7 +23,8 @@
 #include "shared/payment.h"
 
 #define BODY_MAX         (64 * 1024)
-#define CONNECTION_LIMIT 256
+#define CONNECTION_LIMIT 512 /* over the whole pool */
+#define POOL_THREADS     2
 #define IDLE_TIMEOUT_S   30
 #define LIST_DEFAULT     100
 #define LIST_MAX         1000
@@ -29,13 +32,34 @@
 struct server {
     struct MHD_Daemon *daemon;
     server_options opt;
+    pthread_mutex_t lock;
+    pthread_cond_t idle; /* no connection is suspended */
+    int suspended;
+    bool stopping; /* no new suspensions: answers are made in place */
 };
 
-/* The state of one request: its body, read in chunks. */
+/* Where a POST of a transfer is. */
+typedef enum post_phase {
+    POST_NEW,
+    POST_STORING, /* suspended: handed to the store's writer */
+    POST_DECIDED, /* the answer is known (status, t), maybe after a late wait */
+} post_phase;
+
+/* The state of one request: its body, read in chunks, and a POST's answer in the making. */
 typedef struct request {
     char *body; /* owned, NUL-terminated */
     size_t len;
     bool too_large;
+    post_phase phase;
+    server *srv;
+    struct MHD_Connection *conn;
+    store_transfer t;
+    gw_err stored;   /* the store's verdict on a new transfer */
+    unsigned status; /* POST_DECIDED: 200 or 201; 0: not recorded (503) */
+    bool logged;     /* the verdict's log line is written */
+    bool delayed;    /* the late wait is done */
+    rules_faults faults;
+    long call;
 } request;
 
 /* What a handler wants done with the connection. */
@@ -148,64 +172,159 @@ static void sleep_ms(int ms)
         ;
 }
 
-/* Execute @t now, or find it executed before; the status to answer, 0 after a refusal. */
-static unsigned execute(server *s, struct MHD_Connection *conn, store_transfer *t, long call,
+/* The business checks of a new transfer: false when refused (answered in *@done). */
+static bool may_execute(server *s, struct MHD_Connection *conn, const store_transfer *t, long call,
                         outcome *done)
 {
     char why[160];
-    gw_err err;
 
     if (t->amount_cents <= 0) {
         log_info("transfer_refused", "transfer_id=%s payment_id=%s code=invalid_amount",
                  t->transfer_id, t->payment_id);
         *done = reply_error(conn, 422, "invalid_amount", "amount_cents must be positive");
-        return 0;
+        return false;
     }
     switch (rules_decide(s->opt.rules, t->payee_bank, t->payee_account, call, why, sizeof why)) {
     case RULES_UNAVAILABLE:
         log_info("transfer_refused", "transfer_id=%s payment_id=%s code=bank_unavailable call=%ld",
                  t->transfer_id, t->payment_id, call);
         *done = reply_error(conn, 503, "bank_unavailable", "%s", why);
-        return 0;
+        return false;
     case RULES_BLOCKED:
         log_info("transfer_refused", "transfer_id=%s payment_id=%s code=account_blocked",
                  t->transfer_id, t->payment_id);
         *done = reply_error(conn, 422, "account_blocked", "%s", why);
-        return 0;
+        return false;
     case RULES_EXECUTE:
         break;
     }
-    memcpy(t->bank_reference, "BSIM-", 5);
-    token_random_hex(t->bank_reference + 5, 8);
-    err = store_execute(s->opt.store, t);
-    if (err == GW_ERR_CONFLICT) { /* the same key at once on another connection: it won */
-        log_info("transfer_replayed", "transfer_id=%s reference=%s", t->transfer_id,
-                 t->bank_reference);
-        return 200;
-    }
-    if (err != GW_OK) {
-        log_info("transfer_refused", "transfer_id=%s payment_id=%s code=storage_unavailable",
-                 t->transfer_id, t->payment_id);
-        *done = reply_error(conn, 503, "storage_unavailable", "the transfer was not recorded");
-        return 0;
-    }
-    log_info("transfer_executed",
-             "transfer_id=%s payment_id=%s reference=%s amount_cents=%" PRId64 " seq=%" PRId64,
-             t->transfer_id, t->payment_id, t->bank_reference, t->amount_cents, t->seq);
-    return 201;
+    return true;
 }
 
-static outcome post_transfer(server *s, struct MHD_Connection *conn, const request *req)
+/* The store's verdict on req->t into req->status (0: not recorded), logged once. */
+static void decide_stored(request *req)
+{
+    const store_transfer *t = &req->t;
+
+    req->phase = POST_DECIDED;
+    req->status = req->stored == GW_OK ? 201 : req->stored == GW_ERR_CONFLICT ? 200 : 0;
+    if (req->logged)
+        return;
+    req->logged = true;
+    if (req->stored == GW_ERR_CONFLICT) /* the same key at once on another connection: it won */
+        log_info("transfer_replayed", "transfer_id=%s reference=%s", t->transfer_id,
+                 t->bank_reference);
+    else if (req->stored != GW_OK)
+        log_info("transfer_refused", "transfer_id=%s payment_id=%s code=storage_unavailable",
+                 t->transfer_id, t->payment_id);
+    else
+        log_info("transfer_executed",
+                 "transfer_id=%s payment_id=%s reference=%s amount_cents=%" PRId64 " seq=%" PRId64,
+                 t->transfer_id, t->payment_id, t->bank_reference, t->amount_cents, t->seq);
+}
+
+/* Take the connection of @req off the event loop until resume(); false once stopping. */
+static bool suspend(server *s, request *req)
+{
+    bool ok;
+
+    pthread_mutex_lock(&s->lock);
+    if ((ok = !s->stopping)) {
+        s->suspended++;
+        MHD_suspend_connection(req->conn);
+    }
+    pthread_mutex_unlock(&s->lock);
+    return ok;
+}
+
+/* Give the connection of @req back to the event loop, which answers it; @req is its from here. */
+static void resume(request *req)
+{
+    server *s = req->srv;
+
+    MHD_resume_connection(req->conn);
+    pthread_mutex_lock(&s->lock);
+    if (--s->suspended == 0)
+        pthread_cond_broadcast(&s->idle);
+    pthread_mutex_unlock(&s->lock);
+}
+
+static void *late_main(void *arg)
+{
+    request *req = arg;
+
+    sleep_ms(req->faults.late_ms);
+    resume(req);
+    return NULL;
+}
+
+/* A suspended request whose answer is decided: after its late wait (a thread of its own, so it
+ * holds up nobody else), or now. */
+static void answer_when_due(request *req)
+{
+    pthread_attr_t attr;
+    pthread_t th;
+    bool started = false;
+
+    if (req->status != 0 && req->faults.late_ms > 0) {
+        log_info("fault_applied", "fault=late transfer_id=%s ms=%d", req->t.transfer_id,
+                 req->faults.late_ms);
+        req->delayed = true;
+        pthread_attr_init(&attr);
+        pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+        started = pthread_create(&th, &attr, late_main, req) == 0;
+        pthread_attr_destroy(&attr);
+        req->delayed = started; /* else the wait happens in place, after resume() */
+    }
+    if (!started)
+        resume(req);
+}
+
+/* The store's callback, on its writer thread: the transfer is durable (or was not recorded). */
+static void on_stored(void *arg)
+{
+    request *req = arg;
+
+    if (req->faults.late_ms > 0)
+        decide_stored(req); /* its log line now, not after the wait */
+    else
+        req->phase = POST_DECIDED; /* logged on the connection's thread, off the writer's */
+    req->status = req->stored == GW_OK ? 201 : req->stored == GW_ERR_CONFLICT ? 200 : 0;
+    answer_when_due(req);
+}
+
+/* The answer to a POST whose fate is decided (req->status, req->t): faults late and drop. */
+static outcome answer_post(struct MHD_Connection *conn, request *req)
+{
+    const char *key = req->t.transfer_id;
+
+    if (req->status == 0)
+        return reply_error(conn, 503, "storage_unavailable", "the transfer was not recorded");
+    if (req->faults.late_ms > 0 && !req->delayed) {
+        log_info("fault_applied", "fault=late transfer_id=%s ms=%d", key, req->faults.late_ms);
+        sleep_ms(req->faults.late_ms);
+    }
+    if (req->faults.drop) {
+        log_info("fault_applied", "fault=%s transfer_id=%s call=%ld",
+                 req->faults.drop_always ? "drop-after-execute" : "drop-first", key, req->call);
+        return DROP;
+    }
+    return reply(conn, req->status, result_json(&req->t));
+}
+
+static outcome post_transfer(server *s, struct MHD_Connection *conn, request *req)
 {
     const char *ctype = header(conn, "Content-Type"), *key = header(conn, "Idempotency-Key");
     char why[160];
     json_t *root = NULL;
-    store_transfer t, old;
-    rules_faults faults;
-    unsigned status;
+    store_transfer *t = &req->t, old;
     outcome done = ANSWERED;
-    long call;
 
+    if (req->phase == POST_DECIDED) { /* resumed */
+        if (!req->logged)
+            decide_stored(req);
+        return answer_post(conn, req);
+    }
     if (ctype == NULL || strncasecmp(ctype, "application/json", 16) != 0 ||
         (ctype[16] != '\0' && ctype[16] != ';' && ctype[16] != ' '))
         return reply_error(conn, 415, "unsupported_media_type", "Content-Type: application/json");
@@ -217,40 +336,52 @@ static outcome post_transfer(server *s, struct MHD_Connection *conn, const reque
     if (json_strict_parse(req->body ? req->body : "", req->len, JSON_STRICT_MAX_DEPTH, &root, why,
                           sizeof why) != GW_OK)
         return reply_error(conn, 400, "invalid_json", "%s", why);
-    if (!transfer_from_body(root, &t, why, sizeof why)) {
+    if (!transfer_from_body(root, t, why, sizeof why)) {
         json_decref(root);
         return reply_error(conn, 422, "invalid_request", "%s", why);
     }
     json_decref(root);
-    if (strcmp(t.transfer_id, key) != 0)
+    if (strcmp(t->transfer_id, key) != 0)
         return reply_error(conn, 422, "key_mismatch", "transfer_id must equal Idempotency-Key");
 
-    call = rules_next_call(s->opt.rules, key);
-    rules_faults_for(s->opt.rules, t.payee_bank, t.payee_account, call, &faults);
-    if (faults.status_500) {
-        log_info("fault_applied", "fault=5xx-first transfer_id=%s call=%ld", key, call);
+    req->call = rules_next_call(s->opt.rules, key);
+    rules_faults_for(s->opt.rules, t->payee_bank, t->payee_account, req->call, &req->faults);
+    if (req->faults.status_500) {
+        log_info("fault_applied", "fault=5xx-first transfer_id=%s call=%ld", key, req->call);
         return reply_error(conn, 500, "bank_error", "simulated failure (5xx-first)");
     }
     if (store_find(s->opt.store, key, &old)) {
-        if (old.amount_cents != t.amount_cents || strcmp(old.payment_id, t.payment_id) != 0)
+        if (old.amount_cents != t->amount_cents || strcmp(old.payment_id, t->payment_id) != 0)
             log_warn("transfer_replay_differs", "transfer_id=%s", key);
         log_info("transfer_replayed", "transfer_id=%s reference=%s call=%ld", key,
-                 old.bank_reference, call);
-        t = old;
-        status = 200;
-    } else if ((status = execute(s, conn, &t, call, &done)) == 0) {
+                 old.bank_reference, req->call);
+        *t = old;
+        req->status = 200;
+        req->phase = POST_DECIDED;
+        req->logged = true;
+        if (req->faults.late_ms > 0 && suspend(s, req)) {
+            answer_when_due(req);
+            return ANSWERED; /* answered when resumed */
+        }
+        return answer_post(conn, req);
+    }
+    if (!may_execute(s, conn, t, req->call, &done))
         return done;
+    memcpy(t->bank_reference, "BSIM-", 5);
+    token_random_hex(t->bank_reference + 5, 8);
+    if (store_durable(s->opt.store) && suspend(s, req)) {
+        /* answered when the store's writer has made it durable and resumes the connection */
+        req->phase = POST_STORING;
+        if (store_submit(s->opt.store, t, &req->stored, on_stored, req) != GW_OK) {
+            req->stored = GW_ERR_NOMEM;
+            req->phase = POST_DECIDED;
+            resume(req);
+        }
+        return ANSWERED;
     }
-    if (faults.late_ms > 0) {
-        log_info("fault_applied", "fault=late transfer_id=%s ms=%d", key, faults.late_ms);
-        sleep_ms(faults.late_ms);
-    }
-    if (faults.drop) {
-        log_info("fault_applied", "fault=%s transfer_id=%s call=%ld",
-                 faults.drop_always ? "drop-after-execute" : "drop-first", key, call);
-        return DROP;
-    }
-    return reply(conn, status, result_json(&t));
+    req->stored = store_execute(s->opt.store, t);
+    decide_stored(req);
+    return answer_post(conn, req);
 }
 
 static outcome get_transfer(server *s, struct MHD_Connection *conn, const char *id)
@@ -304,7 +435,7 @@ static outcome list_transfers(server *s, struct MHD_Connection *conn)
 }
 
 static outcome route(server *s, struct MHD_Connection *conn, const char *url, const char *method,
-                     const request *req)
+                     request *req)
 {
     static const char prefix[] = "/v1/transfers/";
     bool get = strcmp(method, "GET") == 0;
@@ -340,6 +471,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
     if (req == NULL) { /* first call: headers only */
         if ((req = calloc(1, sizeof *req)) == NULL)
             return MHD_NO;
+        req->srv = cls;
+        req->conn = conn;
         *req_cls = req;
         return MHD_YES;
     }
@@ -398,22 +531,28 @@ gw_err server_start(const server_options *opt, server **out)
     if (s == NULL)
         return GW_ERR_NOMEM;
     s->opt = *opt;
+    pthread_mutex_init(&s->lock, NULL);
+    pthread_cond_init(&s->idle, NULL);
     sa.sin_family = AF_INET;
     sa.sin_port = htons(opt->listen.port);
     if (inet_pton(AF_INET, opt->listen.host, &sa.sin_addr) != 1) {
         free(s);
         return GW_ERR_INVALID;
     }
+    /* a small pool of event loops: a request that waits (the store, a late answer) is
+     * suspended, not a thread parked per connection */
     s->daemon = MHD_start_daemon(
-        MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ITC |
-            MHD_USE_ERROR_LOG,
-        0, NULL, NULL, on_request, s, MHD_OPTION_SOCK_ADDR, &sa, MHD_OPTION_CONNECTION_LIMIT,
-        (unsigned)CONNECTION_LIMIT, MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)IDLE_TIMEOUT_S,
-        MHD_OPTION_NOTIFY_COMPLETED, on_completed, s, MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, NULL,
+        MHD_USE_EPOLL_INTERNAL_THREAD | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG, 0, NULL, NULL,
+        on_request, s, MHD_OPTION_SOCK_ADDR, &sa, MHD_OPTION_THREAD_POOL_SIZE,
+        (unsigned)POOL_THREADS, MHD_OPTION_CONNECTION_LIMIT, (unsigned)CONNECTION_LIMIT,
+        MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)IDLE_TIMEOUT_S, MHD_OPTION_NOTIFY_COMPLETED,
+        on_completed, s, MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, NULL,
         MHD_OPTION_LISTENING_ADDRESS_REUSE, 1, MHD_OPTION_END);
     if (s->daemon == NULL) {
         log_error("http_listen_failed", "host=%s port=%u", opt->listen.host,
                   (unsigned)opt->listen.port);
+        pthread_cond_destroy(&s->idle);
+        pthread_mutex_destroy(&s->lock);
         free(s);
         return GW_ERR_INVALID;
     }
@@ -429,6 +568,15 @@ void server_stop(server *s)
 {
     if (s == NULL)
         return;
-    MHD_stop_daemon(s->daemon); /* closes the listener, joins every connection's thread */
+    /* no suspended connection may be left when the daemon stops: from now on answers are made
+     * in place, and the ones in the store or in a late wait are waited for */
+    pthread_mutex_lock(&s->lock);
+    s->stopping = true;
+    while (s->suspended > 0)
+        pthread_cond_wait(&s->idle, &s->lock);
+    pthread_mutex_unlock(&s->lock);
+    MHD_stop_daemon(s->daemon); /* closes the listener and the connections, joins the pool */
+    pthread_cond_destroy(&s->idle);
+    pthread_mutex_destroy(&s->lock);
     free(s);
 }

@@ -17,14 +17,15 @@ typedef struct server_options {
 } server_options;
 
 /*
- * server_start - listen and serve, one thread per connection (so a late=MS
- * answer holds up nobody else). Logs "listening" with the bound port. On
- * GW_OK *@out is owned by the caller (server_stop()).
+ * server_start - listen and serve on a pool of event-loop threads. A request
+ * that waits (a new transfer for the store's group commit, a late=MS answer)
+ * is suspended meanwhile, so it holds up nobody else. Logs "listening" with
+ * the bound port. On GW_OK *@out is owned by the caller (server_stop()).
  */
 GW_MUSTCHECK gw_err server_start(const server_options *opt, server **out);
 
-/* server_stop - stop listening, close the connections, join their threads, free @s.
- * Accepts NULL. */
+/* server_stop - answer the suspended requests, stop listening, close the connections, join
+ * the threads, free @s. Accepts NULL. */
 void server_stop(server *s);
 
 #endif

@@ -1,4 +1,6 @@
-/* banksim/store.c - an array in execution order, a hash index by transfer_id, one lock */
+/* banksim/store.c - an array in execution order, a hash index by transfer_id, one lock, and a
+ * writer thread that commits in groups: one write and one fsync for every transfer that queued
+ * while the previous group was written */
 #include "banksim/store.h"
 
 #include <errno.h>
@@ -15,11 +17,31 @@
 
 #include "shared/lib/log.h"
 
+/* One submitted transfer, until its group is written: owned by the store. */
+typedef struct pending {
+    store_transfer *t; /* the submitter's: seq set by the writer, or the stored one copied in */
+    gw_err *result;    /* the submitter's */
+    store_done done;   /* called by the writer once *result is set */
+    void *arg;
+    char *tail;                 /* its line without the head {"seq":N, (owned) */
+    const struct pending *lead; /* the same key earlier in its group: that one's fate is ours */
+    bool write;                 /* it has a line in the group */
+    struct pending *next;
+} pending;
+
 struct store {
     pthread_mutex_t lock;
+    pthread_cond_t work; /* something was queued, or the store closes */
+    pending *queue;      /* submitted, not yet taken by the writer, in arrival order */
+    pending **queue_end;
+    bool closing;
+    pthread_t writer; /* only with a file */
+    bool has_writer;
+    char *buf; /* the group's lines: the writer's alone */
+    size_t buf_cap;
     int fd;              /* -1: memory only */
     off_t size;          /* bytes of whole lines in the file */
-    store_transfer *all; /* owned, n entries; all[i].seq == i + 1 */
+    store_transfer *all; /* owned, n entries; all[i].seq == i + 1; only the writer adds */
     size_t n, cap;
     size_t *index; /* owned, nbuckets slots: position in all + 1, 0 when empty */
     size_t nbuckets;
@@ -44,11 +66,14 @@ static size_t slot_of(const store *s, const char *id)
     return i;
 }
 
-/* Room for one more transfer, in the array and in the index (kept under half full). */
-static gw_err reserve_one(store *s)
+/* Room for @k more transfers, in the array and in the index (kept under half full). */
+static gw_err reserve(store *s, size_t k)
 {
-    if (s->n == s->cap) {
+    if (s->n + k > s->cap) {
         size_t cap = s->cap ? 2 * s->cap : 256;
+
+        while (cap < s->n + k)
+            cap *= 2;
         store_transfer *all = realloc(s->all, cap * sizeof *all);
 
         if (all == NULL)
@@ -56,10 +81,12 @@ static gw_err reserve_one(store *s)
         s->all = all;
         s->cap = cap;
     }
-    if (2 * (s->n + 1) > s->nbuckets) {
+    if (2 * (s->n + k) > s->nbuckets) {
         size_t nb = s->nbuckets ? 2 * s->nbuckets : 512;
         size_t *old = s->index, oldn = s->nbuckets;
 
+        while (2 * (s->n + k) > nb)
+            nb *= 2;
         if ((s->index = calloc(nb, sizeof *s->index)) == NULL) {
             s->index = old;
             return GW_ERR_NOMEM;
@@ -169,7 +196,7 @@ static gw_err load_file(store *s, const char *path)
             err = GW_ERR_INVALID;
             goto cleanup;
         }
-        if ((err = reserve_one(s)) != GW_OK)
+        if ((err = reserve(s, 1)) != GW_OK)
             goto cleanup;
         size_t slot = slot_of(s, t.transfer_id);
         if (s->index[slot] != 0) {
@@ -193,6 +220,8 @@ cleanup:
     return err;
 }
 
+static void *writer_main(void *arg);
+
 gw_err store_open(const char *path, store **out)
 {
     store *s = calloc(1, sizeof *s);
@@ -201,14 +230,20 @@ gw_err store_open(const char *path, store **out)
     if (s == NULL)
         return GW_ERR_NOMEM;
     pthread_mutex_init(&s->lock, NULL);
+    pthread_cond_init(&s->work, NULL);
+    s->queue_end = &s->queue;
     s->fd = -1;
-    if ((err = reserve_one(s)) != GW_OK)
+    if ((err = reserve(s, 1)) != GW_OK)
         return GW_BUILT(err, s, store_close, out);
-    if (path == NULL)
+    if (path == NULL) {
         log_warn("store_memory_only", "reason=\"BANKSIM_STORE unset: executed transfers are "
                                       "forgotten on exit\"");
-    else if ((err = load_file(s, path)) == GW_OK)
+    } else if ((err = load_file(s, path)) == GW_OK) {
         log_info("store_loaded", "path=%s transfers=%zu", path, s->n);
+        if (pthread_create(&s->writer, NULL, writer_main, s) != 0)
+            err = GW_ERR_NOMEM;
+        s->has_writer = err == GW_OK;
+    }
     return GW_BUILT(err, s, store_close, out);
 }
 
@@ -216,9 +251,18 @@ void store_close(store *s)
 {
     if (s == NULL)
         return;
+    if (s->has_writer) { /* it writes what is queued, then ends */
+        pthread_mutex_lock(&s->lock);
+        s->closing = true;
+        pthread_cond_signal(&s->work);
+        pthread_mutex_unlock(&s->lock);
+        pthread_join(s->writer, NULL);
+    }
     if (s->fd >= 0)
         close(s->fd);
     pthread_mutex_destroy(&s->lock);
+    pthread_cond_destroy(&s->work);
+    free(s->buf);
     free(s->all);
     free(s->index);
     free(s);
@@ -246,22 +290,21 @@ bool store_find(store *s, const char *transfer_id, store_transfer *out)
     return at != 0;
 }
 
-/* The line of @t with its '\n', a new string (free()); NULL when out of memory. */
-static char *transfer_line(const store_transfer *t)
+/*
+ * The line of @t without its seq, a new string (free()); NULL when out of memory. The line
+ * on disk is {"seq":N, followed by this text from its second character on, and '\n'.
+ */
+static char *transfer_tail(const store_transfer *t)
 {
     json_t *o =
-        json_pack("{s:I,s:s,s:s,s:s,s:s,s:s,s:s,s:I,s:s}", "seq", (json_int_t)t->seq, "transfer_id",
-                  t->transfer_id, "payment_id", t->payment_id, "method", t->method, "currency",
-                  t->currency, "payee_bank", t->payee_bank, "payee_account", t->payee_account,
-                  "amount_cents", (json_int_t)t->amount_cents, "bank_reference", t->bank_reference);
+        json_pack("{s:s,s:s,s:s,s:s,s:s,s:s,s:I,s:s}", "transfer_id", t->transfer_id, "payment_id",
+                  t->payment_id, "method", t->method, "currency", t->currency, "payee_bank",
+                  t->payee_bank, "payee_account", t->payee_account, "amount_cents",
+                  (json_int_t)t->amount_cents, "bank_reference", t->bank_reference);
     char *text = o ? json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER) : NULL;
-    char *line = NULL;
 
     json_decref(o);
-    if (text != NULL && (line = malloc(strlen(text) + 2)) != NULL)
-        sprintf(line, "%s\n", text);
-    free(text);
-    return line;
+    return text;
 }
 
 /* Write @len bytes of @buf at the end of the file and fsync; on failure cut the file back. */
@@ -289,36 +332,180 @@ failed:
     return GW_ERR_RETRY;
 }
 
-gw_err store_execute(store *s, store_transfer *t)
+/* The lines of the group @g that write into s->buf; their length, 0 without memory. */
+static size_t group_lines(store *s, const pending *g)
 {
-    gw_err err = GW_OK;
-    char *line = NULL;
-    size_t slot;
+    size_t len = 0;
+
+    for (const pending *p = g; p != NULL; p = p->next) {
+        size_t need = len + strlen(p->tail) + 32; /* {"seq":<20 digits>, and '\n' */
+
+        if (!p->write)
+            continue;
+        if (need > s->buf_cap) {
+            size_t cap = s->buf_cap ? 2 * s->buf_cap : 65536;
+            char *nb;
+
+            while (cap < need)
+                cap *= 2;
+            if ((nb = realloc(s->buf, cap)) == NULL)
+                return 0;
+            s->buf = nb;
+            s->buf_cap = cap;
+        }
+        len += (size_t)sprintf(s->buf + len, "{\"seq\":%" PRId64 ",%s\n", p->t->seq, p->tail + 1);
+    }
+    return len;
+}
+
+/*
+ * Decide the group @g under the lock: a key executed before is a conflict at once, a key
+ * that came earlier in the group follows that one, every other one gets the next seq. Returns
+ * how many lines the group writes.
+ */
+static size_t group_plan(store *s, pending *g)
+{
+    size_t k = 0;
+
+    for (pending *p = g; p != NULL; p = p->next) {
+        size_t at = s->index[slot_of(s, p->t->transfer_id)];
+
+        if (at != 0) {
+            *p->t = s->all[at - 1];
+            *p->result = GW_ERR_CONFLICT;
+            continue;
+        }
+        for (const pending *q = g; q != p && p->lead == NULL; q = q->next)
+            if (q->write && strcmp(q->t->transfer_id, p->t->transfer_id) == 0)
+                p->lead = q;
+        if (p->lead == NULL) {
+            p->write = true;
+            p->t->seq = (int64_t)(s->n + ++k);
+        }
+    }
+    return k;
+}
+
+/* The writer thread: each group is one write and one fsync, then its callbacks. */
+static void *writer_main(void *arg)
+{
+    store *s = arg;
 
     pthread_mutex_lock(&s->lock);
-    slot = slot_of(s, t->transfer_id);
-    if (s->index[slot] != 0) {
-        *t = s->all[s->index[slot] - 1];
-        err = GW_ERR_CONFLICT;
-        goto cleanup;
-    }
-    if ((err = reserve_one(s)) != GW_OK)
-        goto cleanup;
-    slot = slot_of(s, t->transfer_id); /* the index may have grown */
-    t->seq = (int64_t)s->n + 1;
-    if (s->fd >= 0) {
-        if ((line = transfer_line(t)) == NULL) {
-            err = GW_ERR_NOMEM;
-            goto cleanup;
+    for (;;) {
+        pending *g;
+        size_t k, len;
+        gw_err err;
+
+        while (s->queue == NULL && !s->closing)
+            pthread_cond_wait(&s->work, &s->lock);
+        if ((g = s->queue) == NULL)
+            break; /* closing, and nothing left */
+        s->queue = NULL;
+        s->queue_end = &s->queue;
+        k = group_plan(s, g);
+        err = reserve(s, k); /* before the write: a durable line always finds room in memory */
+        pthread_mutex_unlock(&s->lock);
+        if (err == GW_OK && k > 0)
+            err = (len = group_lines(s, g)) == 0 ? GW_ERR_NOMEM : append_durably(s, s->buf, len);
+        pthread_mutex_lock(&s->lock);
+        for (pending *p = g; p != NULL; p = p->next) {
+            if (p->write) {
+                *p->result = err;
+                if (err == GW_OK) /* on disk before in memory: nothing answered is forgotten */
+                    add_transfer(s, slot_of(s, p->t->transfer_id), p->t);
+            } else if (p->lead != NULL) {
+                *p->result = err == GW_OK ? GW_ERR_CONFLICT : err;
+                if (err == GW_OK)
+                    *p->t = *p->lead->t;
+            }
         }
-        /* on disk before in memory: nothing is answered as executed that a restart forgets */
-        if ((err = append_durably(s, line, strlen(line))) != GW_OK)
-            goto cleanup;
+        pthread_mutex_unlock(&s->lock);
+        /* outside the lock: a callback may hand its request back to the HTTP server */
+        for (pending *p = g, *next; p != NULL; p = next) {
+            next = p->next;
+            p->done(p->arg);
+            free(p->tail);
+            free(p);
+        }
+        pthread_mutex_lock(&s->lock);
     }
-    add_transfer(s, slot, t);
-cleanup:
     pthread_mutex_unlock(&s->lock);
-    free(line);
+    return NULL;
+}
+
+bool store_durable(const store *s)
+{
+    return s->has_writer;
+}
+
+gw_err store_submit(store *s, store_transfer *t, gw_err *result, store_done done, void *arg)
+{
+    pending *p = calloc(1, sizeof *p);
+
+    /* the text of its line here, on the submitter's thread: the writer only copies it */
+    if (p == NULL || (p->tail = transfer_tail(t)) == NULL) {
+        free(p);
+        return GW_ERR_NOMEM;
+    }
+    p->t = t;
+    p->result = result;
+    p->done = done;
+    p->arg = arg;
+    pthread_mutex_lock(&s->lock);
+    *s->queue_end = p;
+    s->queue_end = &p->next;
+    pthread_cond_signal(&s->work);
+    pthread_mutex_unlock(&s->lock);
+    return GW_OK;
+}
+
+/* store_execute waiting for its group. */
+typedef struct waiter {
+    pthread_mutex_t lock;
+    pthread_cond_t cond;
+    bool done;
+} waiter;
+
+static void wake_waiter(void *arg)
+{
+    waiter *w = arg;
+
+    pthread_mutex_lock(&w->lock);
+    w->done = true;
+    pthread_cond_signal(&w->cond);
+    pthread_mutex_unlock(&w->lock);
+}
+
+gw_err store_execute(store *s, store_transfer *t)
+{
+    waiter w = {.done = false};
+    gw_err err = GW_OK, result = GW_OK;
+    size_t at;
+
+    if (s->has_writer) {
+        pthread_mutex_init(&w.lock, NULL);
+        pthread_cond_init(&w.cond, NULL);
+        if ((err = store_submit(s, t, &result, wake_waiter, &w)) == GW_OK) {
+            pthread_mutex_lock(&w.lock);
+            while (!w.done)
+                pthread_cond_wait(&w.cond, &w.lock);
+            pthread_mutex_unlock(&w.lock);
+            err = result;
+        }
+        pthread_cond_destroy(&w.cond);
+        pthread_mutex_destroy(&w.lock);
+        return err;
+    }
+    pthread_mutex_lock(&s->lock); /* memory only */
+    if ((at = s->index[slot_of(s, t->transfer_id)]) != 0) {
+        *t = s->all[at - 1];
+        err = GW_ERR_CONFLICT;
+    } else if ((err = reserve(s, 1)) == GW_OK) {
+        t->seq = (int64_t)s->n + 1;
+        add_transfer(s, slot_of(s, t->transfer_id), t);
+    }
+    pthread_mutex_unlock(&s->lock);
     return err;
 }
 

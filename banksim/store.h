@@ -37,7 +37,7 @@ typedef struct store_transfer {
  */
 GW_MUSTCHECK gw_err store_open(const char *path, store **out);
 
-/* store_close - close the file and free @s. Accepts NULL. */
+/* store_close - write what is queued, close the file and free @s. Accepts NULL. */
 void store_close(store *s);
 
 /* store_count - how many transfers were executed. */
@@ -46,13 +46,33 @@ size_t store_count(store *s);
 /* store_find - copy the transfer @transfer_id into *@out; false when it was never executed. */
 bool store_find(store *s, const char *transfer_id, store_transfer *out);
 
+/* What store_submit() calls once a transfer's result is known. */
+typedef void (*store_done)(void *arg);
+
 /*
- * store_execute - record *@t as executed: appended to the file and fsync'ed
- * before this returns, so an answer sent after it survives a crash. Sets
- * @t->seq. GW_ERR_CONFLICT when the transfer_id was executed before: *@t is
- * then overwritten with that stored transfer and nothing is written.
- * GW_ERR_RETRY when the file could not be written (nothing is recorded).
- * Safe from any thread: check and append happen under one lock.
+ * store_submit - record *@t as executed, asynchronously (a store with a file
+ * only: see store_durable()). The store's writer thread appends every
+ * transfer queued since its last write as one group, fsyncs once, and only
+ * then sets *@result and calls @done(@arg), from its own thread, once per
+ * transfer:
+ *   GW_OK            executed now; @t->seq set. It is durable: an answer sent
+ *                    after @done survives a crash.
+ *   GW_ERR_CONFLICT  the transfer_id was executed before (or earlier in the
+ *                    same group): *@t is overwritten with that stored
+ *                    transfer, nothing is written.
+ *   GW_ERR_RETRY     the file could not be written: nothing is recorded.
+ * @t and @result must stay valid until @done. Returns GW_ERR_NOMEM (and never
+ * calls @done) when it cannot queue.
+ */
+GW_MUSTCHECK gw_err store_submit(store *s, store_transfer *t, gw_err *result, store_done done,
+                                 void *arg);
+
+/* store_durable - whether @s has a file (and a writer thread for store_submit()). */
+bool store_durable(const store *s);
+
+/*
+ * store_execute - store_submit() and wait for the result, which it returns.
+ * Memory only: at once, under the lock. Safe from any thread.
  */
 GW_MUSTCHECK gw_err store_execute(store *s, store_transfer *t);
 

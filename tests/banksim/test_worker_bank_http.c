@@ -289,22 +289,65 @@ stop:
 }
 
 /*
- * Mode "down": the bank goes away (SIGKILL) for about 6 s. RETRY_DELAYS_MS=1000,2000.
- *   bd-unknown  late=2000: the bank executed it and died before answering: unknown, and the
- *               bank down after that says nothing new: it stays `retrying` past its 3 attempts
- *               (bd-dlq, posted later, is dead-lettered meanwhile), and settles once the bank
- *               is back, with the transfer the bank made before it died.
- *   bd-dlq      posted while the bank is down: refused 3 times, dead-lettered, never executed.
- *   bd-later    posted while the bank is down, its third attempt after the bank is back:
- *               settled on attempt 3, one transfer.
+ * Mode "down": the bank is gone (SIGKILL) for 60 s, then comes back on the same port and store.
+ * RETRY_DELAYS_MS=5000,15000: attempts 5 s and 20 s after the first. T is the time since the
+ * kill; every outcome falls 5 s or more from the bank's return at T=60.
+ *   bd-unknown   late=2000: the bank executed it and died before answering: unknown. The bank
+ *                down after that says nothing new: still `retrying` at T=59, past its 3 attempts
+ *                (T=0.5, 5.5, 20.5, 35.5, 50.5), never the DLQ; settles at T=65.5, once the
+ *                bank is back, with the transfer the bank made before it died.
+ *   bd-dlq-1..3  posted at T=1: refused at T=1, 6 and 21, their retries run out during the
+ *                outage: dead-lettered, never executed.
+ *   bd-later-1..3 posted at T=45: refused at T=45 and 50; their third attempt (T=65) outlasts
+ *                the outage: settled on attempt 3, one transfer each.
+ * Nothing is settled while the bank is down: the ledger is looked at every second of the
+ * outage. The test mostly waits (about 67 s).
  */
+#define OUTAGE_MS 60000
+#define DOWN_IDS  "event_id LIKE 'bd-%'"
+
+/* Wait until @t_ms after @kill_ms (tproc_now_ms()), looking every second for a settlement; adds
+ * what it sees to *@settled. */
+static void outage_until(long long kill_ms, long long t_ms, long *settled)
+{
+    for (;;) {
+        long long left = kill_ms + t_ms - tproc_now_ms();
+        long long n = tdb_long(e.db,
+                               "SELECT (SELECT count(*) FROM payments WHERE " DOWN_IDS
+                               " AND (status = 'settled' OR bank_reference IS NOT NULL))"
+                               " + (SELECT count(*) FROM ledger_entries WHERE " DOWN_IDS ")",
+                               NULL);
+
+        *settled += n != 0; /* -1 (no answer) counts too: it proves nothing */
+        if (left <= 0)
+            return;
+        tproc_sleep_ms(left < 1000 ? (int)left : 1000);
+    }
+}
+
+/* How many of the payments @prefix-1..@n are in @status with @attempts. */
+static long count_ids(const char *prefix, const char *status, int attempts)
+{
+    char like[64], att[16];
+
+    snprintf(like, sizeof like, "%s-%%", prefix);
+    snprintf(att, sizeof att, "%d", attempts);
+    return (long)tdb_long(e.db,
+                          "SELECT count(*) FROM payments WHERE event_id LIKE $1 AND status = $2 "
+                          "AND attempts = $3::int",
+                          like, status, att, NULL);
+}
+
 static void run_down(void)
 {
-    char amqp_env[600], bank_env[100];
-    const char *extra[] = {bank_env, "BANK_TIMEOUT_MS=500", "RETRY_DELAYS_MS=1000,2000", NULL};
+    char amqp_env[600], bank_env[100], id[32];
+    const char *extra[] = {bank_env, "BANK_TIMEOUT_MS=500", "RETRY_DELAYS_MS=5000,15000", NULL};
     const char *api_extra[] = {amqp_env, NULL};
     tprog relay = {0}, worker = {0};
     tapi a = {0};
+    long settled_while_down = 0;
+    long long kill_ms, deadline;
+    char *back_at = NULL;
     int port;
 
     snprintf(amqp_env, sizeof amqp_env, "AMQP_URL=%s", e.amqp_url);
@@ -317,35 +360,61 @@ static void run_down(void)
         !CHECK(tapi_start(&a, "bank_down-api", tdb_url(e.db), api_extra)))
         goto stop;
 
+    /* executed and stored at the bank, whose answer waits 2 s: the bank dies in that wait */
     post(&a, "bd-unknown", "9999-9");
-    tproc_sleep_ms(300); /* executed and stored; the answer waits 2 s */
+    deadline = tproc_now_ms() + 10000;
+    for (thttp_resp r = {0}; tproc_now_ms() < deadline; tproc_sleep_ms(20)) {
+        bool executed = thttp_get(sim_url, "/v1/transfers/bd-unknown", NULL, &r) && r.status == 200;
+
+        thttp_resp_free(&r);
+        if (executed)
+            break;
+    }
     tproc_signal(sim, SIGKILL);
+    kill_ms = tproc_now_ms();
     tproc_wait_exit(sim, 5000);
     tproc_free(sim);
     sim = NULL;
-    tproc_sleep_ms(200);
-    post(&a, "bd-dlq", "1111-1");
-    tproc_sleep_ms(3800);
-    post(&a, "bd-later", "1111-1");
-    CHECK_WAIT_LONG(e.db,
-                    "SELECT count(*) FROM payments WHERE event_id = 'bd-dlq' "
-                    "AND status = 'dead_lettered'",
-                    1, 8000, 100);
-    tproc_sleep_ms(1500);
+
+    outage_until(kill_ms, 1000, &settled_while_down);
+    for (int i = 1; i <= 3; i++)
+        post(&a, (snprintf(id, sizeof id, "bd-dlq-%d", i), id), "1111-1");
+    outage_until(kill_ms, 30000, &settled_while_down);
+    /* their retries ran out with the bank still down (third attempt at T=21) */
+    CHECK_INT(count_ids("bd-dlq", "dead_lettered", 3), 3);
+    outage_until(kill_ms, 45000, &settled_while_down);
+    for (int i = 1; i <= 3; i++)
+        post(&a, (snprintf(id, sizeof id, "bd-later-%d", i), id), "1111-1");
+    outage_until(kill_ms, OUTAGE_MS - 1000, &settled_while_down);
     /* past its 3 attempts, still waiting for the bank: never the DLQ */
     CHECK_INT(tdb_long(e.db,
                        "SELECT count(*) FROM payments WHERE event_id = 'bd-unknown' "
-                       "AND status = 'retrying'",
+                       "AND status = 'retrying' AND attempts >= 3",
                        NULL),
               1);
+    CHECK_INT(count_ids("bd-later", "retrying", 2), 3);
+    outage_until(kill_ms, OUTAGE_MS, &settled_while_down);
+    CHECK_INT(settled_while_down, 0);
+
+    back_at = tdb_value(e.db, "SELECT now()::text", NULL);
     if (!sim_start(port))
         goto stop;
+    printf("bank back %.1f s after it went down\n", (double)(tproc_now_ms() - kill_ms) / 1000);
     check_end("bd-unknown", "settled", 0);
-    check_end("bd-later", "settled", 3);
-    check_end("bd-dlq", "dead_lettered", 3);
+    for (int i = 1; i <= 3; i++) {
+        check_end((snprintf(id, sizeof id, "bd-later-%d", i), id), "settled", 3);
+        check_end((snprintf(id, sizeof id, "bd-dlq-%d", i), id), "dead_lettered", 3);
+    }
+    /* settled after the bank came back, none before */
+    CHECK_INT(tdb_long(e.db,
+                       "SELECT count(*) FROM payments WHERE " DOWN_IDS " AND status = 'settled' "
+                       "AND settled_at >= $1::timestamptz",
+                       back_at, NULL),
+              4);
     CHECK(tprog_metric(&worker, "paygw_worker_bank_calls_total{outcome=\"unknown\"}") >= 1);
     CHECK_LEDGER_BALANCED(e.db);
 stop:
+    free(back_at);
     tapi_stop(&a);
     tprog_stop(&worker, 0);
     tprog_stop(&relay, 0);

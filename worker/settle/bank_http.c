@@ -14,24 +14,27 @@
 
 #define BODY_MAX 16384 /* more than any answer of section 12; the rest is dropped */
 
+/* One request in flight. Its easy handle is made once and reused batch after batch. */
+typedef struct call_io {
+    CURL *easy;
+    struct curl_slist headers[4]; /* ours, not curl_slist_append()'s: nothing to free */
+    char url[700], key[160];
+    char *body; /* what we send (owned) */
+    char answer[BODY_MAX + 1];
+    size_t len;
+    bool added; /* in the multi handle */
+} call_io;
+
 typedef struct bank_http {
     char base[512];
     char auth[300]; /* "Authorization: Bearer ..." or "" */
     long timeout_ms;
-    CURLM *multi; /* keeps the connections between batches */
+    CURLM *multi;                 /* keeps the connections between batches */
+    call_io io[SETTLE_BATCH_MAX]; /* io[i] serves the call i of each batch */
     metric *executed, *refused, *transient, *unknown;
     metric *lookup_executed, *lookup_absent, *lookup_unknown;
     metric *seconds;
 } bank_http;
-
-/* One request in flight. */
-typedef struct call_io {
-    CURL *easy;
-    struct curl_slist *headers;
-    char *body; /* what we send (owned) */
-    char answer[BODY_MAX + 1];
-    size_t len;
-} call_io;
 
 static size_t on_data(char *ptr, size_t size, size_t n, void *arg)
 {
@@ -119,49 +122,61 @@ static char *transfer_body(const payment *p)
     return s;
 }
 
-/* Start the request of @calls[i]: a POST of the transfer, or (@lookup) its GET. */
-static bool start(bank_http *b, call_io *io, const bank_call *call, bool lookup)
+/* The easy handle of @io with the options every request shares; false without memory. */
+static bool easy_ready(const bank_http *b, call_io *io)
 {
-    char url[700], key[160];
-
-    memset(io, 0, sizeof *io);
+    if (io->easy != NULL)
+        return true;
     if ((io->easy = curl_easy_init()) == NULL)
         return false;
-    if (lookup) {
-        snprintf(url, sizeof url, "%s/v1/transfers/%s", b->base, call->p->event_id);
-    } else {
-        snprintf(url, sizeof url, "%s/v1/transfers", b->base);
-        snprintf(key, sizeof key, "Idempotency-Key: %s", call->p->event_id);
-        io->headers = curl_slist_append(io->headers, "Content-Type: application/json");
-        io->headers = curl_slist_append(io->headers, key);
-        if ((io->body = transfer_body(call->p)) == NULL)
-            return false;
-        curl_easy_setopt(io->easy, CURLOPT_POSTFIELDS, io->body);
-    }
-    io->headers = curl_slist_append(io->headers, "Expect:"); /* no 100-continue round trip */
-    if (b->auth[0])
-        io->headers = curl_slist_append(io->headers, b->auth);
-    curl_easy_setopt(io->easy, CURLOPT_URL, url);
-    curl_easy_setopt(io->easy, CURLOPT_HTTPHEADER, io->headers);
     curl_easy_setopt(io->easy, CURLOPT_TIMEOUT_MS, b->timeout_ms); /* connecting included */
     curl_easy_setopt(io->easy, CURLOPT_NOSIGNAL, 1L);
     curl_easy_setopt(io->easy, CURLOPT_TCP_KEEPALIVE, 1L);
     curl_easy_setopt(io->easy, CURLOPT_PROTOCOLS_STR, "http,https");
     curl_easy_setopt(io->easy, CURLOPT_WRITEFUNCTION, on_data);
     curl_easy_setopt(io->easy, CURLOPT_WRITEDATA, io);
-    return curl_multi_add_handle(b->multi, io->easy) == CURLM_OK;
+    curl_easy_setopt(io->easy, CURLOPT_HTTPHEADER, io->headers);
+    return true;
 }
 
+/* Start the request of @call on @io: a POST of the transfer, or (@lookup) its GET. */
+static bool start(bank_http *b, call_io *io, const bank_call *call, bool lookup)
+{
+    int h = 0;
+
+    io->len = 0;
+    io->answer[0] = '\0';
+    if (!easy_ready(b, io))
+        return false;
+    if (lookup) {
+        snprintf(io->url, sizeof io->url, "%s/v1/transfers/%s", b->base, call->p->event_id);
+        curl_easy_setopt(io->easy, CURLOPT_HTTPGET, 1L);
+    } else {
+        snprintf(io->url, sizeof io->url, "%s/v1/transfers", b->base);
+        snprintf(io->key, sizeof io->key, "Idempotency-Key: %s", call->p->event_id);
+        io->headers[h++].data = "Content-Type: application/json";
+        io->headers[h++].data = io->key;
+        if ((io->body = transfer_body(call->p)) == NULL)
+            return false;
+        curl_easy_setopt(io->easy, CURLOPT_POSTFIELDS, io->body);
+    }
+    io->headers[h++].data = "Expect:"; /* no 100-continue round trip */
+    if (b->auth[0])
+        io->headers[h++].data = b->auth;
+    for (int i = 0; i < h; i++)
+        io->headers[i].next = i + 1 < h ? &io->headers[i + 1] : NULL;
+    curl_easy_setopt(io->easy, CURLOPT_URL, io->url);
+    io->added = curl_multi_add_handle(b->multi, io->easy) == CURLM_OK;
+    return io->added;
+}
+
+/* After a request: the handle leaves the multi (its connection stays in the pool). */
 static void finish(bank_http *b, call_io *io)
 {
-    if (io->easy != NULL) {
+    if (io->added)
         curl_multi_remove_handle(b->multi, io->easy);
-        curl_easy_cleanup(io->easy);
-    }
-    curl_slist_free_all(io->headers);
+    io->added = false;
     free(io->body);
-    io->easy = NULL;
-    io->headers = NULL;
     io->body = NULL;
 }
 
@@ -179,21 +194,18 @@ static void run_all(bank_http *b, call_io *io, int *codes, int n)
     }
     while ((msg = curl_multi_info_read(b->multi, &left)) != NULL)
         for (int i = 0; i < n; i++)
-            if (msg->msg == CURLMSG_DONE && io[i].easy == msg->easy_handle)
+            if (msg->msg == CURLMSG_DONE && io[i].added && io[i].easy == msg->easy_handle)
                 codes[i] = (int)msg->data.result;
 }
 
 /* One round of requests for the calls marked in @todo (POSTs, or lookups). */
 static void round_trip(bank_http *b, bank_call *calls, const bool *todo, int n, bool lookup)
 {
-    call_io *io = calloc((size_t)n, sizeof *io);
-    int *codes = calloc((size_t)n, sizeof *codes);
+    call_io *io = b->io;
+    int codes[SETTLE_BATCH_MAX];
 
-    if (io == NULL || codes == NULL) {
-        free(io);
-        free(codes);
-        return; /* every call stays BANK_UNKNOWN (or as it was): nothing is decided */
-    }
+    if (n > SETTLE_BATCH_MAX)
+        return; /* never: a batch is at most SETTLE_BATCH_MAX; nothing is decided */
     for (int i = 0; i < n; i++) {
         codes[i] = CURLE_FAILED_INIT;
         if (todo[i] && !start(b, &io[i], &calls[i], lookup))
@@ -206,7 +218,7 @@ static void round_trip(bank_http *b, bank_call *calls, const bool *todo, int n, 
 
         if (!todo[i])
             continue;
-        if (io[i].easy != NULL)
+        if (io[i].added)
             curl_easy_getinfo(io[i].easy, CURLINFO_RESPONSE_CODE, &status);
         if (!lookup) {
             c->result =
@@ -215,7 +227,7 @@ static void round_trip(bank_http *b, bank_call *calls, const bool *todo, int n, 
             double took = 0;
 
             /* each transfer's own time (connecting included), not the batch's */
-            if (io[i].easy != NULL &&
+            if (io[i].added &&
                 curl_easy_getinfo(io[i].easy, CURLINFO_TOTAL_TIME, &took) == CURLE_OK)
                 metrics_observe(b->seconds, took);
         } else if (codes[i] == CURLE_OK && status == 404) {
@@ -234,8 +246,6 @@ static void round_trip(bank_http *b, bank_call *calls, const bool *todo, int n, 
         }
         finish(b, &io[i]);
     }
-    free(io);
-    free(codes);
 }
 
 static void http_settle(void *impl, bank_call *calls, int n)
@@ -280,6 +290,9 @@ static void http_free(void *impl)
 
     if (b == NULL)
         return;
+    for (int i = 0; i < SETTLE_BATCH_MAX; i++)
+        if (b->io[i].easy != NULL)
+            curl_easy_cleanup(b->io[i].easy);
     curl_multi_cleanup(b->multi);
     free(b);
 }
