@@ -1,15 +1,13 @@
-/* banksim/rules.c - the rule lists (parsed like worker/settle/bank_sim.c) and the call counts */
+/* banksim/rules.c - the rule lists (shared/bank_rules.c parses them) and the call counts */
 #include "banksim/rules.h"
 
-#include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "shared/lib/items.h"
+#include "shared/bank_rules.h"
 
-#define MAX_RULES     64
 #define COUNT_BUCKETS 4096
 #define COUNT_MAX     1000000
 
@@ -25,13 +23,6 @@ enum what {
     STATUS_5XX_FIRST,
 };
 
-typedef struct rule {
-    char bank[16];
-    char account[40];
-    enum what what;
-    long n; /* the N of fail-first, drop-first, 5xx-first; the MS of late */
-} rule;
-
 typedef struct count {
     struct count *next; /* owned */
     long n;
@@ -39,104 +30,38 @@ typedef struct count {
 } count;
 
 struct rules {
-    rule behaviours[MAX_RULES];
+    bank_rule behaviours[BANK_RULES_MAX];
     int nbehaviours;
-    rule faults[MAX_RULES];
+    bank_rule faults[BANK_RULES_MAX];
     int nfaults;
     pthread_mutex_t lock; /* guards counts */
     count *counts[COUNT_BUCKETS];
 };
 
-/* Names with an "=N" argument, the argument's range, and what they become. */
-typedef struct spelling {
-    const char *name; /* "down", or "fail-first=" when it takes a number */
-    enum what what;
-    long max;
-} spelling;
-
-static const spelling behaviour_names[] = {
+static const bank_rule_name behaviour_names[] = {
     {"fail-first=", FAIL_FIRST, 1000},
     {"down", DOWN, 0},
     {"permanent", PERMANENT, 0},
-    {NULL, DOWN, 0},
+    {NULL, 0, 0},
 };
-static const spelling fault_names[] = {
+static const bank_rule_name fault_names[] = {
     {"drop-after-execute", DROP_AFTER_EXECUTE, 0},
     {"drop-first=", DROP_FIRST, 1000},
     {"late=", LATE, RULES_LATE_MAX_MS},
     {"5xx-first=", STATUS_5XX_FIRST, 1000},
-    {NULL, DOWN, 0},
+    {NULL, 0, 0},
 };
 
-static bool parse_what(const char *s, const spelling *names, rule *r, char *why, size_t wlen)
+/* The list @spec of variable @var into @out; the reason, named after @var, into @why. */
+static bool parse_list(const char *spec, const char *var, const bank_rule_name *names,
+                       bank_rule *out, int *n, char *why, size_t wlen)
 {
-    for (const spelling *sp = names; sp->name != NULL; sp++) {
-        size_t len = strlen(sp->name);
-        char *end;
+    char detail[200];
 
-        if (sp->name[len - 1] != '=') {
-            if (strcmp(s, sp->name) != 0)
-                continue;
-            r->what = sp->what;
-            return true;
-        }
-        if (strncmp(s, sp->name, len) != 0)
-            continue;
-        errno = 0;
-        r->n = strtol(s + len, &end, 10);
-        if (errno != 0 || end == s + len || *end != '\0' || r->n < 0 || r->n > sp->max) {
-            snprintf(why, wlen, "%.*s needs a number 0..%ld, got \"%s\"", (int)len - 1, sp->name,
-                     sp->max, s + len);
-            return false;
-        }
-        r->what = sp->what;
+    if (bank_rules_parse(spec, names, out, n, detail, sizeof detail))
         return true;
-    }
-    snprintf(why, wlen, "unknown \"%s\"", s);
+    snprintf(why, wlen, "%s: %s", var, detail);
     return false;
-}
-
-static bool parse_rule(char *item, const spelling *names, rule *r, char *why, size_t wlen)
-{
-    char *slash, *colon;
-
-    slash = strchr(item, '/');
-    colon = slash ? strchr(slash, ':') : NULL;
-    if (slash == NULL || colon == NULL || slash == item || colon == slash + 1) {
-        snprintf(why, wlen, "\"%s\" is not <bank>/<account>:<what>", item);
-        return false;
-    }
-    *slash = *colon = '\0';
-    if (strlen(item) >= sizeof r->bank || strlen(slash + 1) >= sizeof r->account) {
-        snprintf(why, wlen, "bank or account too long in \"%s\"", item);
-        return false;
-    }
-    strcpy(r->bank, item);
-    strcpy(r->account, slash + 1);
-    return parse_what(colon + 1, names, r, why, wlen);
-}
-
-static bool parse_list(const char *spec, const char *var, const spelling *names, rule *out, int *n,
-                       char *why, size_t wlen)
-{
-    char item[96], detail[160];
-    items it;
-    int got;
-
-    items_init(&it, spec, ';');
-    while ((got = items_next(&it, item, sizeof item)) != 0) {
-        if (got < 0)
-            snprintf(detail, sizeof detail, "an item is too long");
-        else if (*n == MAX_RULES)
-            snprintf(detail, sizeof detail, "more than %d items", MAX_RULES);
-        if (got < 0 || *n == MAX_RULES ||
-            !parse_rule(item, names, &out[*n], detail, sizeof detail)) {
-            snprintf(why, wlen, "%s: %s", var, detail);
-            return false;
-        }
-        (*n)++;
-    }
-    return true;
 }
 
 gw_err rules_new(const char *rules_spec, const char *faults_spec, rules **out, char *why,
@@ -196,19 +121,13 @@ long rules_next_call(rules *r, const char *key)
     return n;
 }
 
-static bool matches(const rule *r, const char *bank, const char *account)
-{
-    return (strcmp(r->bank, "*") == 0 || strcmp(r->bank, bank) == 0) &&
-           (strcmp(r->account, "*") == 0 || strcmp(r->account, account) == 0);
-}
-
 rules_verdict rules_decide(const rules *r, const char *bank, const char *account, long call,
                            char *why, size_t why_len)
 {
     for (int i = 0; i < r->nbehaviours; i++) {
-        const rule *b = &r->behaviours[i];
+        const bank_rule *b = &r->behaviours[i];
 
-        if (!matches(b, bank, account))
+        if (!bank_rule_matches(b, bank, account))
             continue;
         switch (b->what) {
         case PERMANENT:
@@ -238,9 +157,9 @@ void rules_faults_for(const rules *r, const char *bank, const char *account, lon
 
     memset(out, 0, sizeof *out);
     for (int i = 0; i < r->nfaults; i++) {
-        const rule *f = &r->faults[i];
+        const bank_rule *f = &r->faults[i];
 
-        if (!matches(f, bank, account))
+        if (!bank_rule_matches(f, bank, account))
             continue;
         switch (f->what) {
         case DROP_AFTER_EXECUTE:
