@@ -37,6 +37,8 @@ export REDOCLY_TELEMETRY=off REDOCLY_SUPPRESS_UPDATE_NOTICE=true
 export NO_UPDATE_NOTIFIER=1 npm_config_update_notifier=false npm_config_fund=false \
     npm_config_audit=false
 if [ ! -x "$bin" ]; then
+    # --prefix moves npm's global config along with it: keep the machine's (CA, registry)
+    npm_config_globalconfig=$(npm config get globalconfig 2>/dev/null) && export npm_config_globalconfig
     mkdir -p "$prefix" || skip "cannot create $prefix"
     echo "installing @redocly/cli@$cli (Node.js $version) into $prefix"
     # bounded: a registry that does not answer is a SKIP, not a hung test

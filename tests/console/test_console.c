@@ -185,7 +185,10 @@ static bool npm_ci(const char *dir)
         return true;
     snprintf(cache, sizeof cache, "npm_config_cache=%s/npm-cache", tmp ? tmp : "/tmp");
     {
-        const char *argv[] = {"npm", "ci", "--prefix", dir, "--no-audit", "--no-fund", NULL};
+        /* in the folder, not --prefix: --prefix moves npm's global config too (the machine's
+         * CA or registry settings live there) */
+        const char *argv[] = {"sh", "-c", "cd \"$0\" && exec npm ci --no-audit --no-fund", dir,
+                              NULL};
         const char *env[] = {cache, "NO_UPDATE_NOTIFIER=1", "npm_config_update_notifier=false",
                              NULL};
 
