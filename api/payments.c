@@ -15,17 +15,17 @@
 #include "shared/lib/json_strict.h"
 #include "shared/lib/log.h"
 #include "shared/payment.h"
+#include "shared/pg/pg_json.h"
 
 #define POOL_WAIT_MS 2000
 
 const db_stmt payments_stmts[] = {
     {"get_payment",
      "SELECT payment_id, event_id, method, decision, amount_cents, currency, payee_bank, "
-     "payee_account, status, attempts, last_error, "
-     "to_char(created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"'), "
-     "to_char(updated_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"'), "
-     "to_char(settled_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"'), "
-     "bank_reference FROM payments WHERE payment_id = $1"},
+     "payee_account, status, attempts, last_error, " PG_JSON_TIME("created_at") ", " PG_JSON_TIME(
+         "updated_at") ", " PG_JSON_TIME("settled_at") ", "
+                                                       "bank_reference FROM payments WHERE "
+                                                       "payment_id = $1"},
 };
 const size_t payments_nstmts = sizeof payments_stmts / sizeof payments_stmts[0];
 
@@ -50,8 +50,7 @@ static bool traceparent_valid(const char *s)
 
 static void unavailable(const payments_deps *d, http_request *r, const char *detail)
 {
-    problem_reply(r, d->metrics, 503, "service-unavailable", "Service Unavailable", detail, NULL,
-                  retry_db);
+    problem_reply_unavailable(r, d->metrics, detail);
 }
 
 static void reply_202(http_request *r, const char *payment_id, const char *body, bool replay)
@@ -248,11 +247,6 @@ void payments_accept(const payments_deps *d, http_request *r)
         accept_answer(d, r, &st->job);
 }
 
-static json_t *text_or_null(PGresult *res, int col)
-{
-    return PQgetisnull(res, 0, col) ? json_null() : json_string(PQgetvalue(res, 0, col));
-}
-
 static json_t *payment_row_json(PGresult *res)
 {
     json_t *o = json_object();
@@ -269,12 +263,12 @@ static json_t *payment_row_json(PGresult *res)
     json_object_set_new(o, "payee", payee);
     json_object_set_new(o, "status", json_string(PQgetvalue(res, 0, 8)));
     json_object_set_new(o, "attempts", json_integer(atoi(PQgetvalue(res, 0, 9))));
-    json_object_set_new(o, "last_error", text_or_null(res, 10));
-    json_object_set_new(o, "created_at", text_or_null(res, 11));
-    json_object_set_new(o, "updated_at", text_or_null(res, 12));
-    json_object_set_new(o, "settled_at", text_or_null(res, 13));
+    json_object_set_new(o, "last_error", pg_json_text(res, 0, 10));
+    json_object_set_new(o, "created_at", pg_json_text(res, 0, 11));
+    json_object_set_new(o, "updated_at", pg_json_text(res, 0, 12));
+    json_object_set_new(o, "settled_at", pg_json_text(res, 0, 13));
     /* the HTTP bank's reference (contract section 12): null until settled through it */
-    json_object_set_new(o, "bank_reference", text_or_null(res, 14));
+    json_object_set_new(o, "bank_reference", pg_json_text(res, 0, 14));
     return o;
 }
 

@@ -42,3 +42,19 @@ void problem_reply(http_request *r, api_metrics *m, int status, const char *slug
              http_request_id(r), http_request_method(r), http_request_path(r), status, slug);
     http_reply_problem_json(r, status, problem_new(status, slug, title, detail, errs), headers);
 }
+
+void problem_reply_invalid(http_request *r, api_metrics *m, const char *pointer, const char *detail)
+{
+    field_errors errs = {.n = 1};
+
+    snprintf(errs.e[0].pointer, sizeof errs.e[0].pointer, "%s", pointer);
+    snprintf(errs.e[0].detail, sizeof errs.e[0].detail, "%s", detail);
+    problem_reply(r, m, 422, "validation-failed", "Validation Failed", detail, &errs, NULL);
+}
+
+void problem_reply_unavailable(http_request *r, api_metrics *m, const char *detail)
+{
+    static const char *const retry_1[] = {"Retry-After", "1", NULL};
+
+    problem_reply(r, m, 503, "service-unavailable", "Service Unavailable", detail, NULL, retry_1);
+}

@@ -25,4 +25,11 @@ json_t *problem_new(int status, const char *slug, const char *title, const char 
 void problem_reply(http_request *r, api_metrics *m, int status, const char *slug, const char *title,
                    const char *detail, const field_errors *errs, const char *const *headers);
 
+/* problem_reply_invalid - 422 validation-failed naming one field: @pointer and @detail. */
+void problem_reply_invalid(http_request *r, api_metrics *m, const char *pointer,
+                           const char *detail);
+
+/* problem_reply_unavailable - 503 service-unavailable with @detail and Retry-After: 1. */
+void problem_reply_unavailable(http_request *r, api_metrics *m, const char *detail);
+
 #endif

@@ -286,18 +286,20 @@ static void handle_metrics(api_app *app, http_request *r)
 }
 
 /*
- * Who the request acts as, for the replay records: the console session's operator (into
- * @buf), or NULL for the bearer token (the replay then takes X-Actor).
+ * Who the request acts as, for the replay records: the console session's operator (copied
+ * into @buf); with the bearer token, X-Actor when it is a valid name, else the credential.
  */
-static const char *request_operator(api_app *app, http_request *r, char *buf, size_t len)
+static const char *request_actor(api_app *app, http_request *r, char *buf, size_t len)
 {
+    const char *actor = http_request_header(r, "X-Actor");
     session_view v;
 
-    if (bearer_ok(r, app->cfg->admin_token) ||
-        !sessions_find(app->sessions, http_request_header(r, "Cookie"), &v))
-        return NULL;
-    snprintf(buf, len, "%s", v.operator);
-    return buf;
+    if (!bearer_ok(r, app->cfg->admin_token) &&
+        sessions_find(app->sessions, http_request_header(r, "Cookie"), &v)) {
+        snprintf(buf, len, "%s", v.operator);
+        return buf;
+    }
+    return actor != NULL && payment_id_valid(actor, strlen(actor)) ? actor : REPLAYED_BY;
 }
 
 static void handle_session(api_app *app, http_request *r)
@@ -316,19 +318,11 @@ static void handle_session(api_app *app, http_request *r)
 static void handle_replays(api_app *app, http_request *r)
 {
     char buf[SESSION_OPERATOR_LEN];
-    const char *by;
 
-    if (strcmp(http_request_method(r), "POST") != 0) {
+    if (strcmp(http_request_method(r), "POST") != 0)
         replay_jobs_list(app->jobs, r);
-        return;
-    }
-    by = request_operator(app, r, buf, sizeof buf);
-    if (by == NULL) {
-        by = http_request_header(r, "X-Actor");
-        if (by == NULL || !session_operator_valid(by))
-            by = REPLAYED_BY;
-    }
-    replay_jobs_create(app->jobs, r, by);
+    else
+        replay_jobs_create(app->jobs, r, request_actor(app, r, buf, sizeof buf));
 }
 
 void routes_handle(void *arg, http_request *r)
@@ -367,7 +361,7 @@ void routes_handle(void *arg, http_request *r)
         dlq_get(app->dlq, r, id);
         return;
     case ROUTE_DLQ_REPLAY:
-        dlq_replay(app->dlq, r, id, request_operator(app, r, buf, sizeof buf));
+        dlq_replay(app->dlq, r, id, request_actor(app, r, buf, sizeof buf));
         return;
     case ROUTE_RECONCILE:
         reconcile_report(app->cfg, app->payments.pool, app->payments.metrics, r);

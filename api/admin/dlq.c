@@ -1,7 +1,6 @@
 /* api/admin/dlq.c - the admin's DLQ endpoints: drain, list, get and replay over HTTP */
 #include "api/admin/dlq.h"
 
-#include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -10,6 +9,7 @@
 #include "api/admin/dlq_broker.h"
 #include "api/admin/letters.h"
 #include "api/admin/replay.h"
+#include "api/params.h"
 #include "api/problem.h"
 #include "shared/failpoint.h"
 #include "shared/lib/log.h"
@@ -19,7 +19,6 @@
 #define LIST_DEFAULT  50
 #define LIST_MAX      1000
 #define POOL_WAIT_MS  2000
-#define REPLAYED_BY   "admin-token"
 
 struct dlq {
     const gw_config *cfg;
@@ -52,32 +51,14 @@ void dlq_free(dlq *d)
     free(d);
 }
 
-/* Decimal digits only (no sign, no blanks), within min..max and without overflow. */
-static bool parse_int(const char *s, long min, long max, long *out)
-{
-    char *end;
-
-    if (s == NULL || *s < '0' || *s > '9')
-        return false;
-    errno = 0;
-    *out = strtol(s, &end, 10);
-    return errno == 0 && *end == '\0' && *out >= min && *out <= max;
-}
-
 static void reply_invalid(dlq *d, http_request *r, const char *pointer, const char *detail)
 {
-    field_errors errs = {.n = 1};
-
-    snprintf(errs.e[0].pointer, sizeof errs.e[0].pointer, "%s", pointer);
-    snprintf(errs.e[0].detail, sizeof errs.e[0].detail, "%s", detail);
-    problem_reply(r, d->metrics, 422, "validation-failed", "Validation Failed", detail, &errs,
-                  NULL);
+    problem_reply_invalid(r, d->metrics, pointer, detail);
 }
 
 static void reply_db_unavailable(dlq *d, http_request *r)
 {
-    problem_reply(r, d->metrics, 503, "service-unavailable", "Service Unavailable",
-                  "the database is unavailable", NULL, retry_1);
+    problem_reply_unavailable(r, d->metrics, "the database is unavailable");
 }
 
 static void reply_not_found(dlq *d, http_request *r)
@@ -140,7 +121,7 @@ void dlq_drain(dlq *d, http_request *r)
     db_conn *db = NULL;
     long max = DRAIN_DEFAULT, n = 0;
 
-    if (max_s != NULL && !parse_int(max_s, 1, DRAIN_MAX, &max)) {
+    if (max_s != NULL && !params_long(max_s, 1, DRAIN_MAX, &max)) {
         reply_invalid(d, r, "/max", "max must be an integer in 1..1000");
         return;
     }
@@ -214,11 +195,11 @@ void dlq_list(dlq *d, http_request *r)
     db_conn *db = NULL;
     gw_err err;
 
-    if (limit_s != NULL && !parse_int(limit_s, 1, LIST_MAX, &limit)) {
+    if (limit_s != NULL && !params_long(limit_s, 1, LIST_MAX, &limit)) {
         reply_invalid(d, r, "/limit", "limit must be an integer in 1..1000");
         return;
     }
-    if (after_s != NULL && !parse_int(after_s, 1, INT64_MAX, &after)) {
+    if (after_s != NULL && !params_long(after_s, 1, INT64_MAX, &after)) {
         reply_invalid(d, r, "/after", "after must be the next cursor of a previous page");
         return;
     }
@@ -261,7 +242,7 @@ void dlq_get(dlq *d, http_request *r, const char *id)
     gw_err err;
     long v;
 
-    if (!parse_int(id, 1, INT64_MAX, &v)) {
+    if (!params_long(id, 1, INT64_MAX, &v)) {
         reply_not_found(d, r);
         return;
     }
@@ -441,16 +422,9 @@ void dlq_replay(dlq *d, http_request *r, const char *id, const char *actor)
     db_conn *db = NULL;
     long v;
 
-    if (!parse_int(id, 1, INT64_MAX, &v)) {
+    if (!params_long(id, 1, INT64_MAX, &v)) {
         reply_not_found(d, r);
         return;
-    }
-    /* who replays: the session's operator; with the bearer token X-Actor when given, else
-     * the credential used */
-    if (actor == NULL) {
-        actor = http_request_header(r, "X-Actor");
-        if (actor == NULL || !payment_id_valid(actor, strlen(actor)))
-            actor = REPLAYED_BY;
     }
     if (!acquire(d, r, &db))
         return;

@@ -32,7 +32,7 @@ void dlq_get(dlq *d, http_request *r, const char *id);
 
 /*
  * POST /admin/dlq/{id}/replay: the original body, x-attempt 1, confirmed and mandatory;
- * recorded as @actor (a console session's operator), or when NULL as X-Actor or the token.
+ * recorded as @actor (api/routes.c: the session's operator, X-Actor or the credential).
  */
 void dlq_replay(dlq *d, http_request *r, const char *id, const char *actor);
 

@@ -12,22 +12,18 @@
 #include "shared/amqp/mq_headers.h"
 #include "shared/lib/canon.h"
 #include "shared/payment_status.h"
+#include "shared/pg/pg_json.h"
 
 /* The columns of a dead letter as the API shows it; see letter_json(). */
 #define LETTER_COLUMNS                                                                             \
     "id, event_id, payment_id, routing_key, attempt, last_error, body_is_json, "                   \
     "CASE WHEN body_is_json THEN convert_from(body, 'UTF8') END, "                                 \
     "CASE WHEN NOT body_is_json THEN translate(encode(body, 'base64'), E'\\n', '') END, "          \
-    "x_death::text, first_death_reason, "                                                          \
-    "to_char(drained_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"'), "                \
-    "to_char(replayed_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"'), "               \
-    "replayed_by, message_id, first_death_queue, first_death_exchange, headers::text, "            \
-    "group_key, replay_job, error_class"
-
-static json_t *col_text(const PGresult *res, int row, int col)
-{
-    return PQgetisnull(res, row, col) ? json_null() : json_string(PQgetvalue(res, row, col));
-}
+    "x_death::text, first_death_reason, " PG_JSON_TIME("drained_at") ", " PG_JSON_TIME(            \
+        "replayed_at") ", "                                                                        \
+                       "replayed_by, message_id, first_death_queue, first_death_exchange, "        \
+                       "headers::text, "                                                           \
+                       "group_key, replay_job, error_class"
 
 static json_t *col_json(const PGresult *res, int row, int col)
 {
@@ -45,34 +41,35 @@ static json_t *letter_json(const PGresult *res, int row)
     json_t *o = json_object();
 
     json_object_set_new(o, "id", json_integer(strtoll(PQgetvalue(res, row, 0), NULL, 10)));
-    json_object_set_new(o, "event_id", col_text(res, row, 1));
-    json_object_set_new(o, "payment_id", col_text(res, row, 2));
-    json_object_set_new(o, "routing_key", col_text(res, row, 3));
+    json_object_set_new(o, "event_id", pg_json_text(res, row, 1));
+    json_object_set_new(o, "payment_id", pg_json_text(res, row, 2));
+    json_object_set_new(o, "routing_key", pg_json_text(res, row, 3));
     json_object_set_new(o, "attempt",
                         PQgetisnull(res, row, 4) ? json_null()
                                                  : json_integer(atoi(PQgetvalue(res, row, 4))));
-    json_object_set_new(o, "last_error", col_text(res, row, 5));
+    json_object_set_new(o, "last_error", pg_json_text(res, row, 5));
     if (strcmp(PQgetvalue(res, row, 6), "t") == 0)
         json_object_set_new(o, "body", col_json(res, row, 7));
     else
-        json_object_set_new(o, "body_base64", col_text(res, row, 8));
+        json_object_set_new(o, "body_base64", pg_json_text(res, row, 8));
     json_object_set_new(o, "x_death", col_json(res, row, 9));
-    json_object_set_new(o, "first_death_reason", col_text(res, row, 10));
-    json_object_set_new(o, "first_death_queue", col_text(res, row, 15));
-    json_object_set_new(o, "first_death_exchange", col_text(res, row, 16));
-    json_object_set_new(o, "message_id", col_text(res, row, 14));
+    json_object_set_new(o, "first_death_reason", pg_json_text(res, row, 10));
+    json_object_set_new(o, "first_death_queue", pg_json_text(res, row, 15));
+    json_object_set_new(o, "first_death_exchange", pg_json_text(res, row, 16));
+    json_object_set_new(o, "message_id", pg_json_text(res, row, 14));
     json_object_set_new(o, "headers", col_json(res, row, 17));
-    json_object_set_new(o, "drained_at", col_text(res, row, 11));
-    json_object_set_new(o, "replayed_at", col_text(res, row, 12));
-    json_object_set_new(o, "replayed_by", col_text(res, row, 13));
-    json_object_set_new(o, "group", col_text(res, row, 18));
-    json_object_set_new(o, "error_class", col_text(res, row, 20));
+    json_object_set_new(o, "drained_at", pg_json_text(res, row, 11));
+    json_object_set_new(o, "replayed_at", pg_json_text(res, row, 12));
+    json_object_set_new(o, "replayed_by", pg_json_text(res, row, 13));
+    json_object_set_new(o, "group", pg_json_text(res, row, 18));
+    json_object_set_new(o, "error_class", pg_json_text(res, row, 20));
     if (PQgetisnull(res, row, 12))
         json_object_set_new(o, "replay", json_null());
     else
         json_object_set_new(o, "replay",
-                            json_pack("{s:o,s:o,s:o}", "at", col_text(res, row, 12), "by",
-                                      col_text(res, row, 13), "job", col_text(res, row, 19)));
+                            json_pack("{s:o,s:o,s:o}", "at", pg_json_text(res, row, 12), "by",
+                                      pg_json_text(res, row, 13), "job",
+                                      pg_json_text(res, row, 19)));
     return o;
 }
 
@@ -281,28 +278,28 @@ gw_err letters_page(db_conn *db, const letters_filter *f, long after, long limit
     return err;
 }
 
-#define TS(col) "to_char(" col " AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"')"
-
 gw_err letters_groups(db_conn *db, json_t **out)
 {
     PGresult *res = PQexec(
-        db_pg(db), "SELECT group_key, first_death_reason, error_class, count(*), "
-                   "count(*) FILTER (WHERE replayed_at IS NULL), " TS("min(died_at)") ", " TS(
-                       "max(died_at)") " FROM dead_letters "
-                                       "GROUP BY group_key, first_death_reason, error_class "
-                                       "ORDER BY max(died_at) DESC LIMIT " LETTERS_GROUPS_MAX_S);
+        db_pg(db),
+        "SELECT group_key, first_death_reason, error_class, count(*), "
+        "count(*) FILTER (WHERE replayed_at IS NULL), " PG_JSON_TIME(
+            "min(died_at)") ", " PG_JSON_TIME("max(died_at)") " FROM dead_letters GROUP BY "
+                                                              "group_key, first_death_reason, "
+                                                              "error_class "
+                                                              "ORDER BY max(died_at) DESC "
+                                                              "LIMIT " LETTERS_GROUPS_MAX_S);
     gw_err err = db_check(res, PGRES_TUPLES_OK, "dead_letter_groups");
 
     if (err == GW_OK) {
         *out = json_array();
         for (int i = 0; i < PQntuples(res); i++)
             json_array_append_new(
-                *out,
-                json_pack("{s:o,s:o,s:o,s:I,s:I,s:o,s:o}", "key", col_text(res, i, 0), "reason",
-                          col_text(res, i, 1), "error", col_text(res, i, 2), "count",
-                          (json_int_t)strtoll(PQgetvalue(res, i, 3), NULL, 10), "not_replayed",
-                          (json_int_t)strtoll(PQgetvalue(res, i, 4), NULL, 10), "first_seen",
-                          col_text(res, i, 5), "last_seen", col_text(res, i, 6)));
+                *out, json_pack("{s:o,s:o,s:o,s:I,s:I,s:o,s:o}", "key", pg_json_text(res, i, 0),
+                                "reason", pg_json_text(res, i, 1), "error", pg_json_text(res, i, 2),
+                                "count", pg_json_int(res, i, 3), "not_replayed",
+                                pg_json_int(res, i, 4), "first_seen", pg_json_text(res, i, 5),
+                                "last_seen", pg_json_text(res, i, 6)));
     }
     PQclear(res);
     return err;

@@ -56,11 +56,7 @@ void login_open(sessions *s, const char *admin_token, api_metrics *m, http_reque
         log_warn("console_login_refused", "request_id=%s", http_request_id(r));
         reply_unauthorized(m, r, "the admin token is required to log in");
     } else if (!session_operator_valid(operator)) {
-        field_errors errs = {.n = 1};
-        snprintf(errs.e[0].pointer, sizeof errs.e[0].pointer, "/operator");
-        snprintf(errs.e[0].detail, sizeof errs.e[0].detail, "1..64 of A-Z a-z 0-9 . _ @ -");
-        problem_reply(r, m, 422, "validation-failed", "Validation Failed",
-                      "operator must be 1..64 of A-Z a-z 0-9 . _ @ -", &errs, NULL);
+        problem_reply_invalid(r, m, "/operator", "operator must be 1..64 of A-Z a-z 0-9 . _ @ -");
     } else if (sessions_open(s, operator, id, &view) != GW_OK) {
         problem_reply(r, m, 503, "too-many-sessions", "Service Unavailable",
                       "too many console sessions are open; log out of one", NULL, NULL);

@@ -2,12 +2,13 @@
 #include "api/console/overview.h"
 
 #include <stdlib.h>
+#include <string.h>
 
 #include "api/problem.h"
+#include "shared/mq_topology.h"
+#include "shared/pg/pg_json.h"
 
 #define POOL_WAIT_MS 2000
-
-static const char *const retry_1[] = {"Retry-After", "1", NULL};
 
 /* outbox_pending, inbox_processed_at and the dead letters' primary key (sql/) keep these cheap */
 static const char overview_sql[] =
@@ -18,11 +19,6 @@ static const char overview_sql[] =
     "(SELECT count(*) FROM dead_letters), "
     "(SELECT count(*) FROM dead_letters WHERE replayed_at IS NULL)";
 
-static json_int_t col_int(const PGresult *res, int col)
-{
-    return (json_int_t)strtoll(PQgetvalue(res, 0, col), NULL, 10);
-}
-
 void overview_reply(db_pool *pool, dlq *d, api_metrics *m, http_request *r)
 {
     db_conn *db = NULL;
@@ -31,33 +27,33 @@ void overview_reply(db_pool *pool, dlq *d, api_metrics *m, http_request *r)
     size_t i;
 
     if (db_pool_acquire(pool, POOL_WAIT_MS, &db) != GW_OK) {
-        problem_reply(r, m, 503, "service-unavailable", "Service Unavailable",
-                      "the database is unavailable", NULL, retry_1);
+        problem_reply_unavailable(r, m, "the database is unavailable");
         return;
     }
     res = PQexec(db_pg(db), overview_sql);
     db_pool_release(pool, db);
     if (db_check(res, PGRES_TUPLES_OK, "overview") != GW_OK) {
         PQclear(res);
-        problem_reply(r, m, 503, "service-unavailable", "Service Unavailable",
-                      "the database is unavailable", NULL, retry_1);
+        problem_reply_unavailable(r, m, "the database is unavailable");
         return;
     }
     queues = dlq_queue_depths(d);
     json_array_foreach(queues, i, q)
     {
-        if (i + 1 == json_array_size(queues)) /* the DLQ comes last */
+        const char *name = json_string_value(json_object_get(q, "name"));
+        if (name != NULL && strcmp(name, MQ_QUEUE_DLQ) == 0)
             dlq_broker = json_incref(json_object_get(q, "messages"));
     }
-    http_reply_json(
-        r, 200,
-        json_pack("{s:{s:I,s:o},s:o,s:{s:o,s:I,s:I},s:I,s:f}", "outbox", "pending", col_int(res, 0),
-                  "oldest_pending_seconds",
-                  PQgetisnull(res, 0, 1) ? json_integer(0)
-                                         : json_real(strtod(PQgetvalue(res, 0, 1), NULL)),
-                  "queues", queues != NULL ? queues : json_null(), "dlq", "broker", dlq_broker,
-                  "stored", col_int(res, 3), "not_replayed", col_int(res, 4), "settled_last_minute",
-                  col_int(res, 2), "settle_rate_per_s", (double)col_int(res, 2) / 60.0),
-        NULL);
+    http_reply_json(r, 200,
+                    json_pack("{s:{s:I,s:o},s:o,s:{s:o,s:I,s:I},s:I,s:f}", "outbox", "pending",
+                              pg_json_int(res, 0, 0), "oldest_pending_seconds",
+                              PQgetisnull(res, 0, 1)
+                                  ? json_integer(0)
+                                  : json_real(strtod(PQgetvalue(res, 0, 1), NULL)),
+                              "queues", queues != NULL ? queues : json_null(), "dlq", "broker",
+                              dlq_broker, "stored", pg_json_int(res, 0, 3), "not_replayed",
+                              pg_json_int(res, 0, 4), "settled_last_minute", pg_json_int(res, 0, 2),
+                              "settle_rate_per_s", (double)pg_json_int(res, 0, 2) / 60.0),
+                    NULL);
     PQclear(res);
 }

@@ -10,20 +10,20 @@
 #include <string.h>
 #include <time.h>
 
+#include "api/params.h"
 #include "api/problem.h"
 #include "shared/lib/json_strict.h"
 #include "shared/lib/log.h"
+#include "shared/pg/pg_json.h"
 
 #define POOL_WAIT_MS     2000
 #define IDS_MAX          1000 /* a selection; a bigger one is a group */
-#define JOBS_LISTED      50
+#define JOBS_LISTED      "50" /* GET /admin/replays: the latest jobs */
 #define LETTERS_PAGE     200
 #define LETTERS_MAX      1000
 #define TRIES_PER_LETTER 5 /* broker or database down: wait and try again, then record failed */
 #define IDLE_POLL_MS     1000
 #define BATCH_MAX        100 /* letters in one transaction and one confirm round */
-
-#define TS(col) "to_char(" col " AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"')"
 
 struct replay_jobs {
     const gw_config *cfg;
@@ -36,8 +36,6 @@ struct replay_jobs {
     bool stop, work;     /* under lock */
     db_conn *db;         /* the thread's own */
 };
-
-static const char *const retry_1[] = {"Retry-After", "1", NULL};
 
 /* ---------------------------------------------------------------- the thread */
 
@@ -290,18 +288,7 @@ void replay_jobs_stop(replay_jobs *j)
 
 static void reply_db_unavailable(replay_jobs *j, http_request *r)
 {
-    problem_reply(r, j->metrics, 503, "service-unavailable", "Service Unavailable",
-                  "the database is unavailable", NULL, retry_1);
-}
-
-static void reply_invalid(replay_jobs *j, http_request *r, const char *pointer, const char *detail)
-{
-    field_errors errs = {.n = 1};
-
-    snprintf(errs.e[0].pointer, sizeof errs.e[0].pointer, "%s", pointer);
-    snprintf(errs.e[0].detail, sizeof errs.e[0].detail, "%s", detail);
-    problem_reply(r, j->metrics, 422, "validation-failed", "Validation Failed", detail, &errs,
-                  NULL);
+    problem_reply_unavailable(r, j->metrics, "the database is unavailable");
 }
 
 /* The selection of @body as a bigint[] literal into *@ids (owned), or its group into @group. */
@@ -314,31 +301,36 @@ static bool parse_selector(replay_jobs *j, http_request *r, const json_t *body, 
     *ids = NULL;
     *group = NULL;
     if (!json_is_object(body) || json_object_size(body) != 1 || (list == NULL) == (g == NULL)) {
-        reply_invalid(j, r, "", "send {\"ids\": [...]} or {\"group\": \"<key>\"}");
+        problem_reply_invalid(r, j->metrics, "", "send {\"ids\": [...]} or {\"group\": \"<key>\"}");
         return false;
     }
     if (g != NULL) {
         if (!json_is_string(g) || json_string_length(g) == 0 || json_string_length(g) > 64) {
-            reply_invalid(j, r, "/group", "group must be a group's key from /admin/dlq/groups");
+            problem_reply_invalid(r, j->metrics, "/group",
+                                  "group must be a group's key from /admin/dlq/groups");
             return false;
         }
         *group = json_string_value(g);
         return true;
     }
     if (!json_is_array(list) || json_array_size(list) == 0 || json_array_size(list) > IDS_MAX) {
-        reply_invalid(j, r, "/ids", "ids must list 1..1000 dead letter ids");
+        problem_reply_invalid(r, j->metrics, "/ids", "ids must list 1..1000 dead letter ids");
         return false;
     }
     *ids = malloc(json_array_size(list) * 21 + 3);
-    if (*ids == NULL)
+    if (*ids == NULL) {
+        problem_reply(r, j->metrics, 500, "internal-error", "Internal Error", "out of memory", NULL,
+                      NULL);
         return false;
+    }
     (*ids)[0] = '{';
     json_array_foreach(list, i, v)
     {
         if (!json_is_integer(v) || json_integer_value(v) < 1) {
             free(*ids);
             *ids = NULL;
-            reply_invalid(j, r, "/ids", "every id must be a dead letter's id, a positive integer");
+            problem_reply_invalid(r, j->metrics, "/ids",
+                                  "every id must be a dead letter's id, a positive integer");
             return false;
         }
         len += (size_t)sprintf(*ids + len, "%s%" JSON_INTEGER_FORMAT, i ? "," : "",
@@ -420,9 +412,9 @@ void replay_jobs_create(replay_jobs *j, http_request *r, const char *operator)
     if (err != GW_OK) {
         reply_db_unavailable(j, r);
     } else if (unknown != 0) {
-        reply_invalid(j, r, "/ids", "some ids are not dead letters");
+        problem_reply_invalid(r, j->metrics, "/ids", "some ids are not dead letters");
     } else if (!committed) {
-        reply_invalid(j, r, "/group", "the group has no letter left to replay");
+        problem_reply_invalid(r, j->metrics, "/group", "the group has no letter left to replay");
     } else {
         pthread_mutex_lock(&j->lock);
         j->work = true;
@@ -442,35 +434,26 @@ out:
 }
 
 #define JOB_COLUMNS                                                                                \
-    "j.id, j.requested_by, " TS(                                                                   \
+    "j.id, j.requested_by, " PG_JSON_TIME(                                                         \
         "j.requested_at") ", j.selector::text, j.status, j.total, "                                \
                           "(SELECT count(result) FROM replay_job_letters l WHERE l.job_id = "      \
                           "j.id), "                                                                \
                           "(SELECT count(*) FROM replay_job_letters l WHERE l.job_id = j.id "      \
                           "AND l.result = 'replayed'), "                                           \
                           "(SELECT count(*) FROM replay_job_letters l WHERE l.job_id = j.id "      \
-                          "AND l.result <> 'replayed'), " TS("j.finished_at")
-
-static json_int_t col_int(const PGresult *res, int row, int col)
-{
-    return (json_int_t)strtoll(PQgetvalue(res, row, col), NULL, 10);
-}
-
-static json_t *col_text(const PGresult *res, int row, int col)
-{
-    return PQgetisnull(res, row, col) ? json_null() : json_string(PQgetvalue(res, row, col));
-}
+                          "AND l.result <> 'replayed'), " PG_JSON_TIME("j.finished_at")
 
 static json_t *job_json(const PGresult *res, int row)
 {
     json_t *selector = json_loads(PQgetvalue(res, row, 3), 0, NULL);
 
-    return json_pack("{s:I,s:o,s:o,s:o,s:o,s:I,s:I,s:I,s:I,s:o}", "id", col_int(res, row, 0),
-                     "requested_by", col_text(res, row, 1), "requested_at", col_text(res, row, 2),
-                     "selector", selector != NULL ? selector : json_null(), "status",
-                     col_text(res, row, 4), "total", col_int(res, row, 5), "done",
-                     col_int(res, row, 6), "replayed", col_int(res, row, 7), "failed",
-                     col_int(res, row, 8), "finished_at", col_text(res, row, 9));
+    return json_pack("{s:I,s:o,s:o,s:o,s:o,s:I,s:I,s:I,s:I,s:o}", "id", pg_json_int(res, row, 0),
+                     "requested_by", pg_json_text(res, row, 1), "requested_at",
+                     pg_json_text(res, row, 2), "selector",
+                     selector != NULL ? selector : json_null(), "status", pg_json_text(res, row, 4),
+                     "total", pg_json_int(res, row, 5), "done", pg_json_int(res, row, 6),
+                     "replayed", pg_json_int(res, row, 7), "failed", pg_json_int(res, row, 8),
+                     "finished_at", pg_json_text(res, row, 9));
 }
 
 void replay_jobs_list(replay_jobs *j, http_request *r)
@@ -483,8 +466,8 @@ void replay_jobs_list(replay_jobs *j, http_request *r)
         reply_db_unavailable(j, r);
         return;
     }
-    res =
-        PQexec(db_pg(db), "SELECT " JOB_COLUMNS " FROM replay_jobs j ORDER BY j.id DESC LIMIT 50");
+    res = PQexec(db_pg(db),
+                 "SELECT " JOB_COLUMNS " FROM replay_jobs j ORDER BY j.id DESC LIMIT " JOBS_LISTED);
     db_pool_release(j->pool, db);
     if (db_check(res, PGRES_TUPLES_OK, "replay_jobs_list") != GW_OK) {
         PQclear(res);
@@ -498,18 +481,6 @@ void replay_jobs_list(replay_jobs *j, http_request *r)
     http_reply_json(r, 200, json_pack("{s:o}", "items", items), NULL);
 }
 
-/* Decimal digits only, 1..max. */
-static bool parse_id(const char *s, long max, long *out)
-{
-    char *end;
-
-    if (s == NULL || *s < '0' || *s > '9')
-        return false;
-    errno = 0;
-    *out = strtol(s, &end, 10);
-    return errno == 0 && *end == '\0' && *out >= 1 && *out <= max;
-}
-
 void replay_jobs_get(replay_jobs *j, http_request *r, const char *id)
 {
     const char *after_s = http_request_query(r, "after"), *limit_s = http_request_query(r, "limit");
@@ -521,15 +492,18 @@ void replay_jobs_get(replay_jobs *j, http_request *r, const char *id)
     db_conn *db = NULL;
     int n;
 
-    if (!parse_id(id, INT64_MAX, &v)) {
+    if (!params_long(id, 1, INT64_MAX, &v)) {
         problem_reply(r, j->metrics, 404, "not-found", "Not Found", "no such replay job", NULL,
                       NULL);
         return;
     }
-    if ((limit_s != NULL && !parse_id(limit_s, LETTERS_MAX, &limit)) ||
-        (after_s != NULL && !parse_id(after_s, INT64_MAX, &after))) {
-        reply_invalid(j, r, limit_s != NULL ? "/limit" : "/after",
-                      "limit must be 1..1000 and after the next cursor of a previous page");
+    if (limit_s != NULL && !params_long(limit_s, 1, LETTERS_MAX, &limit)) {
+        problem_reply_invalid(r, j->metrics, "/limit", "limit must be an integer in 1..1000");
+        return;
+    }
+    if (after_s != NULL && !params_long(after_s, 1, INT64_MAX, &after)) {
+        problem_reply_invalid(r, j->metrics, "/after",
+                              "after must be the next cursor of a previous page");
         return;
     }
     snprintf(lim, sizeof lim, "%ld", limit + 1);
@@ -543,7 +517,7 @@ void replay_jobs_get(replay_jobs *j, http_request *r, const char *id)
     if (db_check(job, PGRES_TUPLES_OK, "replay_job_get") == GW_OK && PQntuples(job) == 1)
         letters =
             PQexecParams(db_pg(db),
-                         "SELECT letter_id, result, detail, " TS(
+                         "SELECT letter_id, result, detail, " PG_JSON_TIME(
                              "at") " "
                                    "FROM replay_job_letters WHERE job_id = $1::bigint "
                                    "AND letter_id > $2::bigint ORDER BY letter_id LIMIT $3::int",
@@ -561,9 +535,9 @@ void replay_jobs_get(replay_jobs *j, http_request *r, const char *id)
         n = PQntuples(letters);
         for (int i = 0; i < n && i < limit; i++)
             json_array_append_new(
-                items, json_pack("{s:I,s:o,s:o,s:o}", "letter_id", col_int(letters, i, 0), "result",
-                                 col_text(letters, i, 1), "detail", col_text(letters, i, 2), "at",
-                                 col_text(letters, i, 3)));
+                items, json_pack("{s:I,s:o,s:o,s:o}", "letter_id", pg_json_int(letters, i, 0),
+                                 "result", pg_json_text(letters, i, 1), "detail",
+                                 pg_json_text(letters, i, 2), "at", pg_json_text(letters, i, 3)));
         next = n > limit ? json_string(PQgetvalue(letters, (int)limit - 1, 0)) : json_null();
         http_reply_json(
             r, 200,

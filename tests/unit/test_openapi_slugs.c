@@ -114,7 +114,7 @@ int main(int argc, char **argv)
     for (size_t i = 0; i < sizeof scan_dirs / sizeof scan_dirs[0]; i++)
         seen += scan_dir(argv[1], scan_dirs[i], spec);
     printf("%d problem answers checked\n", seen);
-    CHECK(seen >= 40); /* the scan found the calls at all, in every folder */
+    CHECK(seen >= 30); /* the scan found the calls at all (problem.c names the shared ones) */
     free(spec);
     return tcheck_summary("test_openapi_slugs");
 }
