@@ -19,8 +19,10 @@
  *           the bank while the first call is in flight -> one transfer, one effect
  * Then the worker dies with a bank call done or open, and a new one finishes the job:
  *   7777-7  failpoint worker.after_bank_call=exit (the bank executed, nothing committed)
+ *   8888-8  late=3000, the worker stopped by SIGTERM while it waits (BANK_TIMEOUT_MS=5000):
+ *           settled, committed and acked before it exits
  *   8888-8  late=3000, the worker SIGKILLed while it waits (BANK_TIMEOUT_MS=5000)
- *   both    -> settled once after the restart, with the bank's one transfer
+ *   7777-7 and the SIGKILLed one -> settled once after the restart, with the bank's one transfer
  * Last, reconciliation: bank_agrees holds; then a transfer executed at the bank behind
  * the gateway's back, for the dead-lettered bh-422, makes it fail naming that payment.
  */
@@ -261,6 +263,22 @@ static void run(void)
     }
     CHECK_INT(
         tdb_long(e.db, "SELECT count(*) FROM ledger_entries WHERE event_id = 'bh-crash'", NULL), 0);
+    /* SIGTERM while a call is open: the open batch is answered, committed and acked before
+     * the worker exits (worker/settle/settle.c, settle_run()) */
+    if (CHECK(tprog_start(&worker, TPROG_WORKER, "bank_http-worker-term", &e, patient))) {
+        post(&a, "bh-term", "8888-8");
+        tproc_sleep_ms(1500);
+        CHECK_INT(tprog_stop(&worker, 0), 0);
+        CHECK_INT(tdb_long(e.db,
+                           "SELECT count(*) FROM payments WHERE event_id = 'bh-term' "
+                           "AND status = 'settled' AND attempts = 1",
+                           NULL),
+                  1);
+        CHECK_INT(
+            tdb_long(e.db, "SELECT count(*) FROM ledger_entries WHERE event_id = 'bh-term'", NULL),
+            2);
+        check_end("bh-term", "settled", 1); /* and the bank's one transfer */
+    }
     /* SIGKILLed while a call is open */
     if (CHECK(tprog_start(&worker, TPROG_WORKER, "bank_http-worker-patient", &e, patient))) {
         post(&a, "bh-kill", "8888-8");

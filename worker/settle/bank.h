@@ -2,6 +2,7 @@
 #ifndef WORKER_SETTLE_BANK_H
 #define WORKER_SETTLE_BANK_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 #include "shared/payment.h"
@@ -27,17 +28,30 @@ typedef struct bank_call {
 } bank_call;
 
 /*
- * A bank. settle() decides every call of @calls (concurrently where it can)
- * and must be idempotent by event_id: the HTTP bank sends it as the
- * idempotency key, because a redelivery calls it again.
+ * A bank. send() starts deciding every call of @calls and must be idempotent
+ * by event_id: the HTTP bank sends it as the idempotency key, because a
+ * redelivery calls it again. A bank that answers over the network decides
+ * them in finish(), so the worker can commit the batch before while they are
+ * in flight: two batches at most, in slots 0 and 1. Without finish(), send()
+ * has decided them already.
  */
+#define BANK_SLOTS 2
+
 typedef struct bank {
     void *impl;
-    void (*settle)(void *impl, bank_call *calls, int n);
+    void (*send)(void *impl, int slot, bank_call *calls, int n);
+    void (*finish)(void *impl, int slot);  /* NULL: send() decides */
+    void (*abandon)(void *impl, int slot); /* stop waiting for a slot's answers; NULL: nothing */
     void (*free)(void *impl);
 } bank;
 
-static inline void bank_settle(const bank *b, bank_call *calls, int n)
+static inline bool bank_pipelined(const bank *b)
+{
+    return b->finish != NULL;
+}
+
+/* bank_send - start deciding @calls in @slot; every result is BANK_UNKNOWN until decided. */
+static inline void bank_send(const bank *b, int slot, bank_call *calls, int n)
 {
     for (int i = 0; i < n; i++) {
         calls[i].result = BANK_UNKNOWN;
@@ -45,7 +59,29 @@ static inline void bank_settle(const bank *b, bank_call *calls, int n)
         calls[i].why[0] = calls[i].reference[0] = '\0';
     }
     if (n > 0)
-        b->settle(b->impl, calls, n);
+        b->send(b->impl, slot, calls, n);
+}
+
+/* bank_finish - every call sent in @slot decided (n: what bank_send() was given). */
+static inline void bank_finish(const bank *b, int slot, int n)
+{
+    if (n > 0 && b->finish != NULL)
+        b->finish(b->impl, slot);
+}
+
+/* bank_abandon - the slot's calls will not be committed: their answers no longer matter. A
+ * transfer the bank executes all the same is found again by its key at the redelivery. */
+static inline void bank_abandon(const bank *b, int slot, int n)
+{
+    if (n > 0 && b->abandon != NULL)
+        b->abandon(b->impl, slot);
+}
+
+/* bank_settle - send and wait: every call of @calls decided on return. */
+static inline void bank_settle(const bank *b, bank_call *calls, int n)
+{
+    bank_send(b, 0, calls, n);
+    bank_finish(b, 0, n);
 }
 
 static inline void bank_free(bank *b)

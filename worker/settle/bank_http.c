@@ -2,6 +2,7 @@
  * lookup that decides an outcome nobody heard */
 #include "worker/settle/bank_http.h"
 
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,14 +24,42 @@ typedef struct call_io {
     char answer[BODY_MAX + 1];
     size_t len;
     bool added; /* in the multi handle */
+    bool done;  /* its transfer ended, as @code says */
+    int code;   /* CURLcode */
 } call_io;
+
+/* Where a slot's batch is: IDLE -> SENT (by the worker) -> POSTING -> LOOKING_UP -> DONE (by
+ * the bank's thread) -> IDLE (finish(), by the worker). */
+typedef enum slot_state {
+    SLOT_IDLE,
+    SLOT_SENT,
+    SLOT_POSTING,
+    SLOT_LOOKING_UP,
+    SLOT_DONE
+} slot_state;
+
+/* The calls of one batch, from send() to finish(). Between SENT and DONE only the bank's thread
+ * touches it; the lock hands it over. */
+typedef struct slot {
+    call_io io[SETTLE_BATCH_MAX]; /* io[i] serves the call i of each batch */
+    bank_call *calls;             /* borrowed */
+    int n;
+    bool todo[SETTLE_BATCH_MAX]; /* the calls that need a request in this round */
+    slot_state state;            /* under bank_http.lock */
+    bool abandon;                /* under bank_http.lock: stop waiting, DONE at once */
+} slot;
 
 typedef struct bank_http {
     char base[512];
     char auth[300]; /* "Authorization: Bearer ..." or "" */
     long timeout_ms;
-    CURLM *multi;                 /* keeps the connections between batches */
-    call_io io[SETTLE_BATCH_MAX]; /* io[i] serves the call i of each batch */
+    CURLM *multi; /* the bank's thread's; keeps the connections between batches */
+    slot slots[BANK_SLOTS];
+    pthread_t thread;
+    pthread_mutex_t lock;
+    pthread_cond_t done; /* a slot became DONE */
+    bool quit;           /* under lock */
+    bool started;
     metric *executed, *refused, *transient, *unknown;
     metric *lookup_executed, *lookup_absent, *lookup_unknown;
     metric *seconds;
@@ -135,6 +164,7 @@ static bool easy_ready(const bank_http *b, call_io *io)
     curl_easy_setopt(io->easy, CURLOPT_PROTOCOLS_STR, "http,https");
     curl_easy_setopt(io->easy, CURLOPT_WRITEFUNCTION, on_data);
     curl_easy_setopt(io->easy, CURLOPT_WRITEDATA, io);
+    curl_easy_setopt(io->easy, CURLOPT_PRIVATE, io);
     curl_easy_setopt(io->easy, CURLOPT_HTTPHEADER, io->headers);
     return true;
 }
@@ -146,6 +176,8 @@ static bool start(bank_http *b, call_io *io, const bank_call *call, bool lookup)
 
     io->len = 0;
     io->answer[0] = '\0';
+    io->done = false;
+    io->code = CURLE_FAILED_INIT;
     if (!easy_ready(b, io))
         return false;
     if (lookup) {
@@ -170,7 +202,8 @@ static bool start(bank_http *b, call_io *io, const bank_call *call, bool lookup)
     return io->added;
 }
 
-/* After a request: the handle leaves the multi (its connection stays in the pool). */
+/* After a request: the handle leaves the multi (its connection stays in the pool, unless the
+ * transfer was still running: then curl closes it). */
 static void finish(bank_http *b, call_io *io)
 {
     if (io->added)
@@ -180,62 +213,68 @@ static void finish(bank_http *b, call_io *io)
     io->body = NULL;
 }
 
-/* Run every started request to its end; @codes[i] gets each one's CURLcode. */
-static void run_all(bank_http *b, call_io *io, int *codes, int n)
+/* Move every request as far as it goes without waiting; note the ended ones. */
+static bool step(bank_http *b)
 {
-    int running = 1, left;
+    int running, left;
     CURLMsg *msg;
+    call_io *io;
 
-    while (running > 0) {
-        if (curl_multi_perform(b->multi, &running) != CURLM_OK)
-            break;
-        if (running > 0)
-            curl_multi_poll(b->multi, NULL, 0, 100, NULL);
-    }
+    if (curl_multi_perform(b->multi, &running) != CURLM_OK)
+        return false;
     while ((msg = curl_multi_info_read(b->multi, &left)) != NULL)
-        for (int i = 0; i < n; i++)
-            if (msg->msg == CURLMSG_DONE && io[i].added && io[i].easy == msg->easy_handle)
-                codes[i] = (int)msg->data.result;
+        if (msg->msg == CURLMSG_DONE &&
+            curl_easy_getinfo(msg->easy_handle, CURLINFO_PRIVATE, (char **)&io) == CURLE_OK &&
+            io != NULL) {
+            io->code = (int)msg->data.result;
+            io->done = true;
+        }
+    return true;
 }
 
-/* One round of requests for the calls marked in @todo (POSTs, or lookups). */
-static void round_trip(bank_http *b, bank_call *calls, const bool *todo, int n, bool lookup)
+/* Start the requests of @sl marked in its todo (POSTs, or lookups). */
+static void start_slot(bank_http *b, slot *sl, bool lookup)
 {
-    call_io *io = b->io;
-    int codes[SETTLE_BATCH_MAX];
+    for (int i = 0; i < sl->n; i++)
+        if (sl->todo[i] && !start(b, &sl->io[i], &sl->calls[i], lookup))
+            finish(b, &sl->io[i]);
+}
 
-    if (n > SETTLE_BATCH_MAX)
-        return; /* never: a batch is at most SETTLE_BATCH_MAX; nothing is decided */
-    for (int i = 0; i < n; i++) {
-        codes[i] = CURLE_FAILED_INIT;
-        if (todo[i] && !start(b, &io[i], &calls[i], lookup))
-            finish(b, &io[i]);
-    }
-    run_all(b, io, codes, n);
-    for (int i = 0; i < n; i++) {
+static bool slot_ended(const slot *sl)
+{
+    for (int i = 0; i < sl->n; i++)
+        if (sl->io[i].added && !sl->io[i].done)
+            return false;
+    return true;
+}
+
+/* What the answers of @sl's requests mean; each handle leaves the multi. */
+static void decide_slot(bank_http *b, slot *sl, bool lookup)
+{
+    for (int i = 0; i < sl->n; i++) {
+        call_io *io = &sl->io[i];
+        bank_call *c = &sl->calls[i];
         long status = 0;
-        bank_call *c = &calls[i];
 
-        if (!todo[i])
+        if (!sl->todo[i])
             continue;
-        if (io[i].added)
-            curl_easy_getinfo(io[i].easy, CURLINFO_RESPONSE_CODE, &status);
+        if (io->added)
+            curl_easy_getinfo(io->easy, CURLINFO_RESPONSE_CODE, &status);
         if (!lookup) {
-            c->result =
-                bank_http_classify(codes[i], status, io[i].answer, c->p->event_id, c->reference,
-                                   sizeof c->reference, c->why, sizeof c->why);
             double took = 0;
 
+            c->result =
+                bank_http_classify(io->code, status, io->answer, c->p->event_id, c->reference,
+                                   sizeof c->reference, c->why, sizeof c->why);
             /* each transfer's own time (connecting included), not the batch's */
-            if (io[i].added &&
-                curl_easy_getinfo(io[i].easy, CURLINFO_TOTAL_TIME, &took) == CURLE_OK)
+            if (io->added && curl_easy_getinfo(io->easy, CURLINFO_TOTAL_TIME, &took) == CURLE_OK)
                 metrics_observe(b->seconds, took);
-        } else if (codes[i] == CURLE_OK && status == 404) {
+        } else if (io->code == CURLE_OK && status == 404) {
             c->result = BANK_TRANSIENT; /* not executed: the normal retry budget decides */
             c->absent = true;
             snprintf(c->why, sizeof c->why, "bank has no such transfer (answer lost earlier)");
             metrics_add(b->lookup_absent, 1);
-        } else if (bank_http_classify(codes[i], status, io[i].answer, c->p->event_id, c->reference,
+        } else if (bank_http_classify(io->code, status, io->answer, c->p->event_id, c->reference,
                                       sizeof c->reference, c->why, sizeof c->why) == BANK_OK) {
             c->result = BANK_OK;
             metrics_add(b->lookup_executed, 1);
@@ -244,44 +283,147 @@ static void round_trip(bank_http *b, bank_call *calls, const bool *todo, int n, 
             snprintf(c->why, sizeof c->why, "bank answer lost and its lookup said nothing");
             metrics_add(b->lookup_unknown, 1);
         }
-        finish(b, &io[i]);
+        finish(b, io);
     }
 }
 
-static void http_settle(void *impl, bank_call *calls, int n)
+/* The POSTs of @sl have all ended: their outcomes, and the lookups of the unknown ones. The
+ * next state. */
+static slot_state posted(bank_http *b, slot *sl)
 {
-    bank_http *b = impl;
-    bool *todo = calloc((size_t)n, sizeof *todo);
     bool any = false;
 
-    if (todo == NULL)
+    decide_slot(b, sl, false);
+    for (int i = 0; i < sl->n; i++) {
+        bank_call *c = &sl->calls[i];
+
+        if (!sl->todo[i])
+            continue;
+        metrics_add(c->result == BANK_OK          ? b->executed
+                    : c->result == BANK_PERMANENT ? b->refused
+                    : c->result == BANK_TRANSIENT ? b->transient
+                                                  : b->unknown,
+                    1);
+        sl->todo[i] = c->result == BANK_UNKNOWN;
+        any = any || sl->todo[i];
+        if (sl->todo[i])
+            log_warn("bank_outcome_unknown", "event_id=%s error=\"%s\"", c->p->event_id, c->why);
+    }
+    if (!any)
+        return SLOT_DONE;
+    start_slot(b, sl, true); /* ask the bank what became of them */
+    return SLOT_LOOKING_UP;
+}
+
+/* One turn of the bank's thread for @sl (lock held on entry and exit). */
+static void advance(bank_http *b, slot *sl)
+{
+    slot_state st = sl->state;
+
+    if (st == SLOT_IDLE || st == SLOT_DONE)
         return;
-    for (int i = 0; i < n; i++) {
-        if (calls[i].p->amount_cents == 0) { /* decided before any call (contract section 12) */
+    pthread_mutex_unlock(&b->lock);
+    if (st == SLOT_SENT) {
+        start_slot(b, sl, false);
+        st = SLOT_POSTING;
+    } else if (slot_ended(sl)) {
+        st = st == SLOT_POSTING ? posted(b, sl) : (decide_slot(b, sl, true), SLOT_DONE);
+    }
+    pthread_mutex_lock(&b->lock);
+    if (sl->abandon && st != SLOT_DONE) {
+        pthread_mutex_unlock(&b->lock);
+        for (int i = 0; i < sl->n; i++)
+            finish(b, &sl->io[i]);
+        pthread_mutex_lock(&b->lock);
+        st = SLOT_DONE;
+    }
+    sl->state = st;
+    if (st == SLOT_DONE)
+        pthread_cond_broadcast(&b->done);
+}
+
+/*
+ * The bank's thread: every libcurl call but curl_multi_wakeup() is made here,
+ * so the worker's thread hands a batch over and goes on to the COMMIT of the
+ * batch before while this one writes the requests and reads the answers.
+ */
+static void *bank_thread(void *arg)
+{
+    bank_http *b = arg;
+
+    pthread_mutex_lock(&b->lock);
+    while (!b->quit) {
+        slot_state mine[BANK_SLOTS];
+        bool waiting = false, ended = false;
+
+        for (int k = 0; k < BANK_SLOTS; k++) {
+            advance(b, &b->slots[k]);
+            mine[k] = b->slots[k].state;
+            waiting = waiting || mine[k] == SLOT_POSTING || mine[k] == SLOT_LOOKING_UP;
+        }
+        pthread_mutex_unlock(&b->lock);
+        if (waiting && !step(b))
+            log_error("bank_http_multi_failed", "then=retry");
+        for (int k = 0; k < BANK_SLOTS; k++) /* slots in these states are this thread's */
+            if (mine[k] == SLOT_POSTING || mine[k] == SLOT_LOOKING_UP)
+                ended = ended || slot_ended(&b->slots[k]);
+        /* an answer, a send(), an abandon() or the end (curl_multi_wakeup()) wakes it */
+        if (!ended)
+            curl_multi_poll(b->multi, NULL, 0, waiting ? 100 : 1000, NULL);
+        pthread_mutex_lock(&b->lock);
+    }
+    pthread_mutex_unlock(&b->lock);
+    return NULL;
+}
+
+/* The transfers of a batch go to the bank's thread; their answers are waited for in finish(). */
+static void http_send(void *impl, int slot_no, bank_call *calls, int n)
+{
+    bank_http *b = impl;
+    slot *sl = &b->slots[slot_no];
+
+    pthread_mutex_lock(&b->lock);
+    sl->calls = calls;
+    sl->n = n <= SETTLE_BATCH_MAX ? n : 0; /* never more: a batch is at most SETTLE_BATCH_MAX */
+    sl->abandon = false;
+    for (int i = 0; i < sl->n; i++) {
+        sl->todo[i] = calls[i].p->amount_cents != 0;
+        if (!sl->todo[i]) { /* decided before any call (contract section 12) */
             calls[i].result = BANK_PERMANENT;
             snprintf(calls[i].why, sizeof calls[i].why, "amount is zero");
-        } else {
-            todo[i] = true;
         }
     }
-    round_trip(b, calls, todo, n, false);
-    for (int i = 0; i < n; i++) {
-        if (!todo[i])
-            continue;
-        metrics_add(calls[i].result == BANK_OK          ? b->executed
-                    : calls[i].result == BANK_PERMANENT ? b->refused
-                    : calls[i].result == BANK_TRANSIENT ? b->transient
-                                                        : b->unknown,
-                    1);
-        todo[i] = calls[i].result == BANK_UNKNOWN;
-        any = any || todo[i];
-        if (todo[i])
-            log_warn("bank_outcome_unknown", "event_id=%s error=\"%s\"", calls[i].p->event_id,
-                     calls[i].why);
+    sl->state = SLOT_SENT;
+    pthread_mutex_unlock(&b->lock);
+    curl_multi_wakeup(b->multi);
+}
+
+/* Wait until the bank's thread has decided @slot_no (or given it up); the slot is free again. */
+static void wait_done(bank_http *b, int slot_no, bool abandon)
+{
+    slot *sl = &b->slots[slot_no];
+
+    pthread_mutex_lock(&b->lock);
+    if (sl->state != SLOT_IDLE) {
+        sl->abandon = abandon;
+        if (abandon)
+            curl_multi_wakeup(b->multi);
+        while (sl->state != SLOT_DONE)
+            pthread_cond_wait(&b->done, &b->lock);
+        sl->state = SLOT_IDLE;
+        sl->n = 0;
     }
-    if (any)
-        round_trip(b, calls, todo, n, true); /* ask the bank what became of them */
-    free(todo);
+    pthread_mutex_unlock(&b->lock);
+}
+
+static void http_finish(void *impl, int slot_no)
+{
+    wait_done(impl, slot_no, false);
+}
+
+static void http_abandon(void *impl, int slot_no)
+{
+    wait_done(impl, slot_no, true);
 }
 
 static void http_free(void *impl)
@@ -290,10 +432,22 @@ static void http_free(void *impl)
 
     if (b == NULL)
         return;
-    for (int i = 0; i < SETTLE_BATCH_MAX; i++)
-        if (b->io[i].easy != NULL)
-            curl_easy_cleanup(b->io[i].easy);
+    if (b->started) {
+        pthread_mutex_lock(&b->lock);
+        b->quit = true;
+        pthread_mutex_unlock(&b->lock);
+        curl_multi_wakeup(b->multi);
+        pthread_join(b->thread, NULL);
+    }
+    for (int k = 0; k < BANK_SLOTS; k++)
+        for (int i = 0; i < SETTLE_BATCH_MAX; i++)
+            if (b->slots[k].io[i].easy != NULL) {
+                finish(b, &b->slots[k].io[i]);
+                curl_easy_cleanup(b->slots[k].io[i].easy);
+            }
     curl_multi_cleanup(b->multi);
+    pthread_cond_destroy(&b->done);
+    pthread_mutex_destroy(&b->lock);
     free(b);
 }
 
@@ -313,8 +467,8 @@ gw_err bank_http_new(const gw_config *cfg, metrics *m, bank *out)
     if (cfg->bank_token != NULL)
         snprintf(b->auth, sizeof b->auth, "Authorization: Bearer %s", cfg->bank_token);
     b->timeout_ms = cfg->bank_timeout_ms;
-    /* the whole batch at once; connections stay open for the next one */
-    curl_multi_setopt(b->multi, CURLMOPT_MAXCONNECTS, (long)SETTLE_BATCH_MAX);
+    /* two batches at once; connections stay open for the next ones */
+    curl_multi_setopt(b->multi, CURLMOPT_MAXCONNECTS, (long)(BANK_SLOTS * SETTLE_BATCH_MAX));
     b->executed = metrics_counter(m, "paygw_worker_bank_calls_total", "outcome=\"executed\"",
                                   "Transfers sent to the HTTP bank, by what its answer meant.");
     b->refused = metrics_counter(m, "paygw_worker_bank_calls_total", "outcome=\"refused\"", "");
@@ -330,8 +484,17 @@ gw_err bank_http_new(const gw_config *cfg, metrics *m, bank *out)
     b->seconds = metrics_histogram(m, "paygw_worker_bank_call_seconds", NULL,
                                    "Each request to the HTTP bank, connecting included.",
                                    metrics_latency_bounds, metrics_latency_nbounds);
+    pthread_mutex_init(&b->lock, NULL);
+    pthread_cond_init(&b->done, NULL);
+    if (pthread_create(&b->thread, NULL, bank_thread, b) != 0) {
+        http_free(b);
+        return GW_ERR_NOMEM;
+    }
+    b->started = true;
     out->impl = b;
-    out->settle = http_settle;
+    out->send = http_send;
+    out->finish = http_finish;
+    out->abandon = http_abandon;
     out->free = http_free;
     log_info("bank_http", "url=%s timeout_ms=%ld token=%s", b->base, b->timeout_ms,
              b->auth[0] ? "set" : "unset");

@@ -10,9 +10,10 @@
 /*
  * bank_http_new - a bank at @cfg->bank_url: each batch's transfers are POSTed
  * concurrently (libcurl's multi interface, kept-alive connections), keyed by
- * event_id; an answer that is lost or says nothing is looked up with GET
+ * event_id, by a thread of its own, so two batches can be in flight (bank.h);
+ * an answer that is lost or says nothing is looked up with GET
  * /v1/transfers/{id}. Its series go to @registry. curl_global_init() must
- * have run. Owned by the caller (bank_free()).
+ * have run. Owned by the caller (bank_free(), which ends the thread).
  */
 GW_MUSTCHECK gw_err bank_http_new(const gw_config *cfg, metrics *registry, bank *out);
 

@@ -52,8 +52,9 @@ static bank_result sim_one(const bank_sim *sim, const payment *p, int attempt, c
     return BANK_OK;
 }
 
-static void sim_settle(void *impl, bank_call *calls, int n)
+static void sim_send(void *impl, int slot, bank_call *calls, int n)
 {
+    (void)slot; /* decided here: nothing is left in flight */
     for (int i = 0; i < n; i++)
         calls[i].result =
             sim_one(impl, calls[i].p, calls[i].attempt, calls[i].why, sizeof calls[i].why);
@@ -70,7 +71,7 @@ gw_err bank_sim_new(const char *rules, bank *out, char *why, size_t why_len)
         return GW_ERR_INVALID;
     }
     out->impl = sim;
-    out->settle = sim_settle;
+    out->send = sim_send;
     out->free = free;
     return GW_OK;
 }

@@ -16,7 +16,6 @@ struct consumer {
     mq_conn *consumer;  /* deliveries only */
     mq_conn *publisher; /* retry copies, in confirm mode: its confirms never mix with deliveries */
     metric *delivered, *redelivered, *acked, *requeued, *processing_seconds;
-    struct timespec received; /* when the batch in hand was received */
 };
 
 gw_err consumer_new(const gw_config *cfg, metrics *m, consumer **out)
@@ -123,14 +122,14 @@ static gw_err on_other_frame(consumer *c)
 }
 
 /* The wait of consumer_receive(), without its accounting. */
-static gw_err receive(consumer *c, delivery *batch, int max, int *n)
+static gw_err receive(consumer *c, delivery *batch, int max, bool wait, int *n)
 {
     amqp_connection_state_t st = mq_state(c->consumer);
 
     *n = 0;
     amqp_maybe_release_buffers(st);
     while (*n < max) {
-        struct timeval first = {1, 0}, more = {0, 0};
+        struct timeval first = {wait ? 1 : 0, 0}, more = {0, 0};
         amqp_rpc_reply_t r;
 
         if (*n > 0 && !amqp_frames_enqueued(st) && !amqp_data_in_buffer(st))
@@ -158,15 +157,17 @@ static gw_err receive(consumer *c, delivery *batch, int max, int *n)
     return GW_OK;
 }
 
-gw_err consumer_receive(consumer *c, delivery *batch, int max, int *n)
+gw_err consumer_receive(consumer *c, delivery *batch, int max, bool wait, int *n)
 {
-    gw_err err = receive(c, batch, max, n);
+    gw_err err = receive(c, batch, max, wait, n);
+    struct timespec now;
 
     if (*n == 0)
         return err;
     /* event "delivered" (docs/architecture.md, "Five events") */
-    clock_gettime(CLOCK_MONOTONIC, &c->received);
+    clock_gettime(CLOCK_MONOTONIC, &now);
     for (int i = 0; i < *n; i++) {
+        batch[i].received = now;
         metrics_add(c->delivered, 1);
         if (batch[i].env.redelivered)
             metrics_add(c->redelivered, 1);
@@ -231,7 +232,8 @@ static double seconds_since(const struct timespec *t0)
 
 void consumer_release(consumer *c, delivery *batch, int n)
 {
-    metrics_observe(c->processing_seconds, seconds_since(&c->received));
+    if (n > 0)
+        metrics_observe(c->processing_seconds, seconds_since(&batch[0].received));
     for (int i = 0; i < n; i++)
         amqp_destroy_envelope(&batch[i].env);
 }

@@ -4,6 +4,7 @@
 #define WORKER_SETTLE_CONSUMER_H
 
 #include <stdbool.h>
+#include <time.h>
 
 #include <amqp.h>
 
@@ -29,6 +30,7 @@ typedef struct delivery {
     char message_id[128];
     char bank_reference[129]; /* BANK_REFERENCE_MAX (bank.h): the HTTP bank's, or "" */
     bool outcome_unknown;     /* an earlier attempt's bank outcome is still unknown */
+    struct timespec received; /* CLOCK_MONOTONIC, when its batch was received */
 } delivery;
 
 typedef struct consumer consumer;
@@ -59,12 +61,13 @@ mq_conn *consumer_retry_publisher(consumer *c);
 
 /*
  * consumer_receive - wait up to 1 s for a first delivery (the bounded wait is
- * how a signal is noticed), then take whatever else is already buffered, up to
+ * how a signal is noticed; without @wait, not at all: only what has arrived
+ * already), then take whatever else is already buffered, up to
  * @max, into @batch. The count in *@n; each one is counted as delivered. When
  * *@n > 0, answer them with consumer_answer() (or drop the connection), then
  * consumer_release() them. GW_ERR_MQ: reconnect.
  */
-GW_MUSTCHECK gw_err consumer_receive(consumer *c, delivery *batch, int max, int *n);
+GW_MUSTCHECK gw_err consumer_receive(consumer *c, delivery *batch, int max, bool wait, int *n);
 
 /*
  * consumer_answer - every delivery's verdict as an answer: the nacks one by

@@ -22,6 +22,19 @@
 _Static_assert(sizeof((delivery *)0)->bank_reference == BANK_REFERENCE_MAX,
                "a delivery holds any reference the bank may give");
 
+/* One batch from its receipt to its answer; two may be open at once (bank.h). */
+typedef struct batch_state {
+    delivery *d; /* SETTLE_BATCH_MAX */
+    int n;
+    int slot;         /* the bank's */
+    bank_call *calls; /* SETTLE_BATCH_MAX: the bank calls of this batch */
+    int ncalls;
+    inbox_item items[SETTLE_BATCH_MAX]; /* the valid ones, for the pre-check */
+    bool seen[SETTLE_BATCH_MAX];        /* ...and what it found */
+    int idx[SETTLE_BATCH_MAX], m;       /* items[k] is d[idx[k]] */
+    bool checked;                       /* the pre-check answered: the bank was called */
+} batch_state;
+
 struct settle {
     const gw_config *cfg;
     const bank *bank;
@@ -31,7 +44,8 @@ struct settle {
     metric *settled, *duplicates, *dead_invalid, *dead_permanent, *dead_exhausted;
     metric *retried[CONFIG_MAX_RETRY_STEPS];
     metric *accept_to_settle_seconds;
-    bank_call *calls; /* SETTLE_BATCH_MAX: the bank calls of one batch */
+    batch_state batches[BANK_SLOTS];
+    batch_state *open; /* received, its bank calls in flight, not committed yet; or NULL */
 };
 
 gw_err settle_new(const gw_config *cfg, const bank *b, metrics *m, settle **out)
@@ -47,11 +61,14 @@ gw_err settle_new(const gw_config *cfg, const bank *b, metrics *m, settle **out)
     }
     s->cfg = cfg;
     s->bank = b;
-    s->calls = calloc(SETTLE_BATCH_MAX, sizeof *s->calls);
-    if (s->calls == NULL) {
-        consumer_free(s->mq);
-        free(s);
-        return GW_ERR_NOMEM;
+    for (int k = 0; k < BANK_SLOTS; k++) {
+        s->batches[k].slot = k;
+        s->batches[k].d = calloc(SETTLE_BATCH_MAX, sizeof *s->batches[k].d);
+        s->batches[k].calls = calloc(SETTLE_BATCH_MAX, sizeof *s->batches[k].calls);
+        if (s->batches[k].d == NULL || s->batches[k].calls == NULL) {
+            settle_free(s);
+            return GW_ERR_NOMEM;
+        }
     }
     s->settled = metrics_counter(m, "paygw_worker_settled_total", NULL,
                                  "Ledger effects committed (then acked).");
@@ -96,7 +113,10 @@ void settle_free(settle *s)
         return;
     consumer_free(s->mq);
     drop_db(s);
-    free(s->calls);
+    for (int k = 0; k < BANK_SLOTS; k++) {
+        free(s->batches[k].d);
+        free(s->batches[k].calls);
+    }
     free(s);
 }
 
@@ -318,63 +338,63 @@ static void sync_duplicates(settle *s, delivery *batch, const int *idx, const bo
             decide(&batch[idx[k]], VERDICT_REQUEUE);
 }
 
-/* Decide every delivery of the batch; the database work is two round trips for all of them. */
-static void process_batch(settle *s, delivery *batch, int n)
+/* The first half of a batch: validated, pre-checked, and its bank calls sent. */
+static void open_batch(settle *s, batch_state *bt)
 {
-    inbox_item items[SETTLE_BATCH_MAX];
-    bool seen[SETTLE_BATCH_MAX];
-    int idx[SETTLE_BATCH_MAX], m = 0, calls = 0;
-
-    for (int i = 0; i < n; i++) {
-        batch[i].bank_reference[0] = '\0';
-        if (!validate(s, &batch[i]))
+    bt->m = bt->ncalls = 0;
+    bt->checked = false;
+    for (int i = 0; i < bt->n; i++) {
+        bt->d[i].bank_reference[0] = '\0';
+        if (!validate(s, &bt->d[i]))
             continue;
-        items[m].p = &batch[i].p;
-        items[m].attempt = batch[i].attempt;
-        items[m].bank_reference = NULL;
-        idx[m++] = i;
+        bt->items[bt->m].p = &bt->d[i].p;
+        bt->items[bt->m].attempt = bt->d[i].attempt;
+        bt->items[bt->m].bank_reference = NULL;
+        bt->idx[bt->m++] = i;
     }
     /* a cheap pre-check, so the bank is not called again for an effect already committed */
-    if (m > 0 && inbox_seen_many(s->db, items, m, seen) != GW_OK) {
-        for (int k = 0; k < m; k++)
-            decide(&batch[idx[k]], VERDICT_REQUEUE);
+    if (bt->m > 0 && inbox_seen_many(s->db, bt->items, bt->m, bt->seen) != GW_OK) {
+        for (int k = 0; k < bt->m; k++)
+            decide(&bt->d[bt->idx[k]], VERDICT_REQUEUE);
         return;
     }
+    bt->checked = true;
     /* the bank, for every one not settled before: all at once (an HTTP bank: concurrently) */
-    for (int k = 0; k < m; k++)
-        if (!seen[k])
-            s->calls[calls++] =
-                (bank_call){.p = &batch[idx[k]].p, .attempt = batch[idx[k]].attempt};
-    bank_settle(s->bank, s->calls, calls);
-    if (calls > 0 && failpoint_hit("worker.after_bank_call") != GW_OK) {
-        for (int k = 0; k < m; k++)
-            decide(&batch[idx[k]], VERDICT_REQUEUE); /* nothing committed: all come back */
-        return;
-    }
-    for (int k = 0, c = 0; k < m; k++)
-        triage(s, &batch[idx[k]], seen[k], seen[k] ? NULL : &s->calls[c++]);
-    settle_pending(s, batch, n);
-    sync_duplicates(s, batch, idx, seen, m);
+    for (int k = 0; k < bt->m; k++)
+        if (!bt->seen[k])
+            bt->calls[bt->ncalls++] =
+                (bank_call){.p = &bt->d[bt->idx[k]].p, .attempt = bt->d[bt->idx[k]].attempt};
+    bank_send(s->bank, bt->slot, bt->calls, bt->ncalls);
 }
 
-/* Receive a batch, decide it, commit it, answer it. */
-static gw_err consume_batch(settle *s, delivery *batch, backoff *db_backoff,
-                            volatile sig_atomic_t *stop)
+/* The second half: the bank's answers, one COMMIT for the batch (two round trips in all with
+ * the pre-check), every delivery decided. */
+static void decide_batch(settle *s, batch_state *bt)
 {
-    /* half the prefetch: the other half streams in while this half commits, so the broker
-     * never waits for our acks with nothing left to send */
-    int half = s->cfg->worker_prefetch > 1 ? s->cfg->worker_prefetch / 2 : 1;
-    int max = half < SETTLE_BATCH_MAX ? half : SETTLE_BATCH_MAX;
+    if (!bt->checked)
+        return; /* all decided already */
+    bank_finish(s->bank, bt->slot, bt->ncalls);
+    if (bt->ncalls > 0 && failpoint_hit("worker.after_bank_call") != GW_OK) {
+        for (int k = 0; k < bt->m; k++)
+            decide(&bt->d[bt->idx[k]], VERDICT_REQUEUE); /* nothing committed: all come back */
+        return;
+    }
+    for (int k = 0, c = 0; k < bt->m; k++)
+        triage(s, &bt->d[bt->idx[k]], bt->seen[k], bt->seen[k] ? NULL : &bt->calls[c++]);
+    settle_pending(s, bt->d, bt->n);
+    sync_duplicates(s, bt->d, bt->idx, bt->seen, bt->m);
+}
+
+/* Decide a batch, commit it, answer it. */
+static gw_err close_batch(settle *s, batch_state *bt, backoff *db_backoff,
+                          volatile sig_atomic_t *stop)
+{
     bool requeued = false;
     gw_err err;
-    int n = 0;
 
-    err = consumer_receive(s->mq, batch, max, &n);
-    if (n == 0)
-        return err;
-    process_batch(s, batch, n);
-    for (int i = 0; i < n; i++)
-        requeued = requeued || batch[i].v == VERDICT_REQUEUE;
+    decide_batch(s, bt);
+    for (int i = 0; i < bt->n; i++)
+        requeued = requeued || bt->d[i].v == VERDICT_REQUEUE;
     if (requeued && !*stop) {
         /* our side failed: wait before giving the messages back, so they do not spin */
         if (PQstatus(db_pg(s->db)) != CONNECTION_OK)
@@ -386,9 +406,63 @@ static gw_err consume_batch(settle *s, delivery *batch, backoff *db_backoff,
     if (failpoint_hit("worker.after_commit") != GW_OK)
         err = GW_ERR_MQ; /* "error": drop the connection without acking */
     else
-        err = consumer_answer(s->mq, batch, n);
-    consumer_release(s->mq, batch, n);
+        err = consumer_answer(s->mq, bt->d, bt->n);
+    consumer_release(s->mq, bt->d, bt->n);
+    bt->n = 0;
     return err;
+}
+
+/* The open batch will not be answered (the connection is being dropped): its deliveries return
+ * to the queue, its bank answers no longer matter. */
+static void forget_open(settle *s)
+{
+    batch_state *bt = s->open;
+
+    if (bt == NULL)
+        return;
+    s->open = NULL;
+    if (bt->checked)
+        bank_abandon(s->bank, bt->slot, bt->ncalls);
+    consumer_release(s->mq, bt->d, bt->n);
+    bt->n = 0;
+}
+
+/*
+ * Receive a batch and open it; close the one opened before. With an HTTP bank
+ * the new batch's transfers are on their way while the older batch commits,
+ * so the bank's round trip and the database's overlap; the new one stays open
+ * until the next call.
+ */
+static gw_err consume_batch(settle *s, backoff *db_backoff, volatile sig_atomic_t *stop)
+{
+    /* half the prefetch: the other half streams in while this half commits, so the broker
+     * never waits for our acks with nothing left to send; a third with a batch open, so the
+     * prefetch holds the open one, the one received now and the next one streaming in */
+    int part = s->cfg->worker_prefetch / (bank_pipelined(s->bank) ? 3 : 2);
+    int max = part < 1 ? 1 : part < SETTLE_BATCH_MAX ? part : SETTLE_BATCH_MAX;
+    batch_state *older = s->open, *bt = &s->batches[older == &s->batches[0] ? 1 : 0];
+    gw_err err, closed = GW_OK;
+
+    /* with a batch open, take only what has arrived: that batch must not wait for more */
+    err = consumer_receive(s->mq, bt->d, max, older == NULL, &bt->n);
+    if (bt->n > 0)
+        open_batch(s, bt);
+    if (older != NULL) {
+        s->open = NULL;
+        closed = close_batch(s, older, db_backoff, stop);
+    }
+    if (bt->n == 0)
+        return closed != GW_OK ? closed : err;
+    s->open = bt;
+    if (closed != GW_OK) {
+        forget_open(s);
+        return closed;
+    }
+    if (err != GW_OK || *stop || !bank_pipelined(s->bank)) {
+        s->open = NULL;
+        closed = close_batch(s, bt, db_backoff, stop);
+    }
+    return closed != GW_OK ? closed : err;
 }
 
 /* Once a minute: forget inbox rows past the retention, in small batches. */
@@ -409,12 +483,8 @@ static void housekeeping(settle *s, time_t *next)
 
 void settle_run(settle *s, volatile sig_atomic_t *stop)
 {
-    delivery *batch = calloc(SETTLE_BATCH_MAX, sizeof *batch);
     backoff bo, db_bo;
     time_t next_housekeeping = 0;
-
-    if (batch == NULL)
-        abort(); /* start-up allocation */
 
     backoff_init(&bo, 200, 10000);
     backoff_init(&db_bo, 200, DB_RECONNECT_MAX_MS);
@@ -423,20 +493,30 @@ void settle_run(settle *s, volatile sig_atomic_t *stop)
             /* no deliveries while PostgreSQL is away: the ones in hand go back now, once,
              * instead of cycling through nack-requeue, each cycle counting towards a quorum
              * queue's delivery limit (docs/decisions.md, 20) */
+            forget_open(s);
             drop_db(s);
             consumer_drop(s->mq);
             backoff_wait(&db_bo, stop);
             continue;
         }
         if (consumer_connect(s->mq) != GW_OK) {
+            forget_open(s); /* its connection is gone, and its deliveries with it */
             backoff_wait(&bo, stop);
             continue;
         }
         backoff_reset(&bo);
         housekeeping(s, &next_housekeeping);
-        if (consume_batch(s, batch, &db_bo, stop) != GW_OK)
+        if (consume_batch(s, &db_bo, stop) != GW_OK) {
+            forget_open(s);
             consumer_drop(s->mq); /* unacked deliveries return to the queue; the inbox dedupes */
+        }
+    }
+    if (s->open != NULL) { /* the batch in hand is finished: COMMIT, then ack */
+        batch_state *bt = s->open;
+
+        s->open = NULL;
+        if (close_batch(s, bt, &db_bo, stop) != GW_OK)
+            consumer_drop(s->mq);
     }
     consumer_cancel(s->mq);
-    free(batch);
 }
