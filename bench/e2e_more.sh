@@ -8,9 +8,12 @@
 TUNING_VARS=(WORKER_PREFETCH COMMIT_THREADS)
 
 # window_mark FILE: what the CPU split of a window needs at one end of it: the snap (scripts/bench),
-# PostgreSQL's counters and the worker's settled counter.
+# PostgreSQL's counters and the worker's settled counter, in that order in FILE; the counter is read
+# first, right before the snap, so that on a loaded machine the two still cover the same interval.
 window_mark() {
-    { snap; pgstat; metric "$WORKER_METRICS_URL" paygw_worker_settled_total; } >"$1"
+    local settled
+    settled=$(metric "$WORKER_METRICS_URL" paygw_worker_settled_total)
+    { snap; pgstat; printf '%s\n' "$settled"; } >"$1"
 }
 
 # e2e_cpu_split BEGIN END LOADGEN_JSON: facts for CPU microseconds per settled payment in the window
@@ -19,8 +22,12 @@ window_mark() {
 # share is its own CPU (getrusage, whole run) per request it sent.
 e2e_cpu_split() {
     local b=$1 e=$2 settled lg_us
-    settled=$(($(sed -n 3p "$e") - $(sed -n 3p "$b")))
-    ((settled > 0)) || { warn "e2e: nothing settled in the confirm window; no CPU per payment"; return 0; }
+    settled=$(($(sed -n 3p "$e" | tr -dc 0-9) + 0 - $(sed -n 3p "$b" | tr -dc 0-9) - 0))
+    if ((settled <= 0)); then
+        warn "e2e: nothing settled in the confirm window; no CPU per payment"
+        printf '%s\tnull\n' e2e.cpu_us_per_settled e2e.cpu_us_per_settled_machine >>"$FACTS"
+        return 0
+    fi
     lg_us=$(jq -r 'if (.sent // 0) > 0 then .cpu_s * 1000000 / .sent else 0 end' "$3" 2>/dev/null || echo 0)
     # snap: wall busy all api relay worker postgres broker tools
     awk -v s0="$(head -n1 "$b")" -v s1="$(head -n1 "$e")" -v lg_us="${lg_us:-0}" \
