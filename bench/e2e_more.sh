@@ -44,19 +44,11 @@ e2e_cpu_split() {
 }
 
 # stage_ratio: e2e sustained over the slowest of the three stages on their own in this run (medians of
-# accept rate, relay rows/s, worker events/s)
+# accept rate, relay rows/s, worker events/s; bench/limits.sh's stage_line prints them)
 stage_ratio() {
-    local line name per_s
-    line=$(awk -F'\t' '
-        function med(k,   n, i, j, t, a) { n = 0; for (i = 1; i <= N; i++) if (K[i] == k) a[++n] = V[i]
-            for (i = 1; i <= n; i++) for (j = i + 1; j <= n; j++) if (a[j] < a[i]) { t = a[i]; a[i] = a[j]; a[j] = t }
-            return n == 0 ? 0 : (n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2) }
-        { K[++N] = $1; V[N] = $3 + 0 }
-        END { s["accept"] = med("accept.rate_per_s"); s["relay"] = med("relay.rows_per_s"); s["worker"] = med("worker.events_per_s")
-              best = ""; for (k in s) if (s[k] > 0 && (best == "" || s[k] < s[best])) best = k
-              if (best != "") printf "%s %.1f\n", best, s[best] }' "$SAMPLES")
-    [[ -n $line && -n ${E2E_RATE:-} ]] || return 0
-    read -r name per_s <<<"$line"
+    local name per_s
+    read -r name per_s _ <<<"$(stage_medians)"
+    [[ -n $name && -n ${E2E_RATE:-} ]] || return 0
     fact e2e.slowest_stage "\"$name\""
     fact e2e.slowest_stage_per_s "$per_s"
     fact e2e.ratio_to_slowest_stage "$(calc "$E2E_RATE / $per_s")"
