@@ -25,7 +25,8 @@ e2e_cpu_split() {
     settled=$(($(sed -n 3p "$e" | tr -dc 0-9) + 0 - $(sed -n 3p "$b" | tr -dc 0-9) - 0))
     if ((settled <= 0)); then
         warn "e2e: nothing settled in the confirm window; no CPU per payment"
-        printf '%s\tnull\n' e2e.cpu_us_per_settled e2e.cpu_us_per_settled_machine >>"$FACTS"
+        printf '%s\tnull\n' e2e.cpu_us_per_settled e2e.cpu_us_per_settled_machine \
+            e2e.cpu_us_per_settled_by_process.{api,relay,worker,postgres,rabbitmq,loadgen,other} >>"$FACTS"
         return 0
     fi
     lg_us=$(jq -r 'if (.sent // 0) > 0 then .cpu_s * 1000000 / .sent else 0 end' "$3" 2>/dev/null || echo 0)
