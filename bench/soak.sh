@@ -13,9 +13,11 @@ vmrss_mb() { # PID: resident set now, in MB
     awk '/^VmRSS:/ { printf "%.1f\n", $2 / 1024; found = 1 } END { if (!found) print "" }' "/proc/$1/status" 2>/dev/null || true
 }
 
-# soak_counts: "checkpoints autovacuums autoanalyzes" since the statistics were reset (hot tables)
+# soak_counts: "checkpoints autovacuums autoanalyzes" since the statistics were reset (hot tables).
+# PostgreSQL 17 moved the checkpoint counters to pg_stat_checkpointer (SOAK_CKPT_SQL picks the one).
+SOAK_CKPT_SQL='SELECT checkpoints_timed + checkpoints_req FROM pg_stat_bgwriter'
 soak_counts() {
-    pq "SELECT (SELECT checkpoints_timed + checkpoints_req FROM pg_stat_bgwriter) || ' ' ||
+    pq "SELECT ($SOAK_CKPT_SQL) || ' ' ||
                coalesce(sum(autovacuum_count), 0) || ' ' || coalesce(sum(autoanalyze_count), 0)
           FROM pg_stat_user_tables WHERE schemaname = 'public' AND relname IN ($SOAK_TABLES);" && printf '%s\n' "$PQ_R"
 }
@@ -48,13 +50,18 @@ soak_rate() {
 
 soak() {
     local minutes=$1 rate src pfx="$ID-soak" out="$WORK/soak.json" log="$WORK/soak.tsv" mins="$WORK/soak-minutes.tsv"
-    local lat="$WORK/soak-latency.tsv" pid t0 t_end m now b bmax dead dmax c0 c1 ck av an ok triggers json
+    local lat="$WORK/soak-latency.tsv" pid t0 t_end m now b bmax dead dmax c0 c1 ck av an ok triggers json s0 s1 cpu
+    [[ $SOAK_MINUTE_S =~ ^[1-9][0-9]*$ ]] || die "BENCH_SOAK_MINUTE_S must be a positive integer (got '$SOAK_MINUTE_S')"
+    if (($(q -c "SHOW server_version_num") >= 170000)); then
+        SOAK_CKPT_SQL='SELECT num_timed + num_requested FROM pg_stat_checkpointer'
+    fi
     read -r rate src <<<"$(soak_rate)"
     ((rate >= 1)) || rate=1
     progress "soak: $rate/s (from $src) for $minutes x ${SOAK_MINUTE_S}s; sampling every ${SOAK_SAMPLE_S}s"
     drain_backlog
     : >"$mins"
     c0=$(soak_counts || echo "0 0 0")
+    s0=$(snap)
     timeout $((minutes * SOAK_MINUTE_S + SOAK_WARMUP + 120)) "$BIN/loadgen" -u "$API_URL" -c "$CONC" -r "$rate" \
         -w "$SOAK_WARMUP" -d $((minutes * SOAK_MINUTE_S)) -p "$pfx" -l "$log" >"$out" 2>>"$WORK/loadgen.err" &
     pid=$!
@@ -79,9 +86,17 @@ soak() {
         c1=$(soak_counts || echo "$c0")
         read -r ck av an <<<"$(awk -v a="$c0" -v b="$c1" 'BEGIN { split(a, x); split(b, y); print y[1] - x[1], y[2] - x[2], y[3] - x[3] }')"
         c0=$c1
-        printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$m" "$(vmrss_mb "$(prog_pid api)")" \
+        # the machine in that minute: busy fraction, and cores used outside the stack (other people's
+        # load, the load generator, this script), so that a drift caused by someone else shows
+        s1=$(snap)
+        cpu=$(awk -v a="$s0" -v b="$s1" -v t="$TICK" 'BEGIN { split(a, x); split(b, y); w = y[1] - x[1]
+            busy = y[2] - x[2]; all = y[3] - x[3]; ours = 0; for (i = 4; i <= 8; i++) ours += y[i] - x[i]
+            o = (busy - ours) / t / (w > 0 ? w : 1); if (o < 0) o = 0
+            printf "%.2f\t%.2f\n", (all > 0 ? busy / all : 0), o }')
+        s0=$s1
+        printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$m" "$(vmrss_mb "$(prog_pid api)")" \
             "$(vmrss_mb "$(prog_pid relay)")" "$(vmrss_mb "$(prog_pid worker)")" "$b" "$bmax" "$ck" "$av" "$an" \
-            "$dmax" "$dead" >>"$mins"
+            "$dmax" "$dead" "$cpu" >>"$mins"
         progress "  soak minute $m/$minutes: RSS api/relay/worker $(cut -f2-4 <<<"$(tail -n1 "$mins")" | tr '\t' '/') MB; backlog max $bmax; dead max: $dmax; checkpoints $ck, autovacuums $av"
     done
     wait "$pid" || die "loadgen failed during the soak"
@@ -142,7 +157,8 @@ soak_json() {
             {minute: (.[0] | tonumber)} + ($L[.[0]] // {posted: 0, settled: 0, p50_ms: null, p99_ms: null, p999_ms: null, accept_to_settle_p99_ms: null})
             + {rss_mb: {api: (.[1] | num), relay: (.[2] | num), worker: (.[3] | num)},
                backlog: (.[4] | num), backlog_max: (.[5] | num), checkpoints: (.[6] | num), autovacuums: (.[7] | num),
-               autoanalyzes: (.[8] | num), dead_tup_max: (.[9] | kv), dead_tup: (.[10] | kv)})) as $pm
+               autoanalyzes: (.[8] | num), dead_tup_max: (.[9] | kv), dead_tup: (.[10] | kv),
+               machine_busy: (.[11] | num), other_cores: (.[12] | num)})) as $pm
         # series: name, values, absolute floor, fraction of the median
         | ([["p50_ms", [$pm[] | .p50_ms], 3, 0.2], ["p99_ms", [$pm[] | .p99_ms], 10, 0.2], ["p999_ms", [$pm[] | .p999_ms], 20, 0.2],
             ["rss_mb_api", [$pm[] | .rss_mb.api], 1, 0.05], ["rss_mb_relay", [$pm[] | .rss_mb.relay], 1, 0.05],
@@ -172,13 +188,13 @@ soak_json() {
 soak_table() {
     local j=$1
     jq -r '"soak: \(.rate_per_s)/s (from \(.rate_source)) for \(.minutes) x \(.minute_s) s; \(.posted) payments accepted, \(.errors) not 202"' <<<"$j"
-    printf '%4s %7s %7s %7s %8s %8s %6s %6s %7s %8s %9s %8s %8s %8s %8s %5s %5s\n' min posted settled p50_ms p99_ms \
-        p999_ms api_mb rly_mb wrk_mb backlog d:paymts d:outbox d:inbox d:ledger d:idemp ckpt avac
+    printf '%4s %7s %7s %7s %8s %8s %6s %6s %7s %8s %9s %8s %8s %8s %8s %5s %5s %5s %6s\n' min posted settled p50_ms p99_ms \
+        p999_ms api_mb rly_mb wrk_mb backlog d:paymts d:outbox d:inbox d:ledger d:idemp ckpt avac busy other
     jq -r '.per_minute[] | [.minute, .posted, .settled, .p50_ms, .p99_ms, .p999_ms, .rss_mb.api, .rss_mb.relay, .rss_mb.worker,
         .backlog_max, .dead_tup_max.payments, .dead_tup_max.outbox, .dead_tup_max.inbox, .dead_tup_max.ledger_entries,
-        .dead_tup_max.idempotency_keys, .checkpoints, .autovacuums] | map(if . == null then "-" else tostring end) | @tsv' <<<"$j" |
-        awk -F'\t' '{ printf "%4s %7s %7s %7s %8s %8s %6s %6s %7s %8s %9s %8s %8s %8s %8s %5s %5s\n", $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17 }'
-    printf '(dead tuples: the per-minute maximum of samples every %s s; backlog: the same)\n' "$SOAK_SAMPLE_S"
+        .dead_tup_max.idempotency_keys, .checkpoints, .autovacuums, .machine_busy, .other_cores] | map(if . == null then "-" else tostring end) | @tsv' <<<"$j" |
+        awk -F'\t' '{ printf "%4s %7s %7s %7s %8s %8s %6s %6s %7s %8s %9s %8s %8s %8s %8s %5s %5s %5s %6s\n", $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19 }'
+    printf '(dead tuples and backlog: the maximum of samples every %s s; busy: the machine, 0-1; other: cores used outside the stack)\n' "$SOAK_SAMPLE_S"
     printf '%-26s %12s %12s %12s  %s\n' "series" "slope/min" "rise" "tolerance" "verdict"
     jq -r '. as $j | .slopes | keys_unsorted[] as $k
         | [$k, ($j.slopes[$k] // "-"), ($j.rise[$k] // "-"), $j.tolerance[$k], (if ($j.drifting | index($k)) then "DRIFT" else "ok" end)] | @tsv' <<<"$j" |
