@@ -66,7 +66,7 @@ stage_medians() {
 stage_line() {
     local best per_s acc rel wrk
     read -r best per_s acc rel wrk <<<"$(stage_medians)"
-    [[ -n $best ]] || return 0
+    [[ -n $best && -n ${E2E_RATE:-} ]] || return 0
     awk -v best="$best" -v b="$per_s" -v a="$acc" -v r="$rel" -v w="$wrk" -v e2e="${E2E_RATE:-0}" 'BEGIN {
         printf "  %-18s slowest stage on its own: %s (%.0f/s; accept %.0f, relay %.0f, worker %.0f); sustained e2e %.0f/s = %.2f of it\n", \
             "e2e", best, b, a, r, w, e2e, e2e / b }'
