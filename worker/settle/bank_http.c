@@ -2,20 +2,16 @@
  * lookup that decides an outcome nobody heard */
 #include "worker/settle/bank_http.h"
 
-#include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/epoll.h>
-#include <sys/eventfd.h>
-#include <time.h>
-#include <unistd.h>
 
 #include <curl/curl.h>
 #include <jansson.h>
 
 #include "shared/lib/log.h"
+#include "worker/settle/curl_loop.h"
 #include "worker/settle/settle.h"
 
 #define BODY_MAX 16384 /* more than any answer of section 12; the rest is dropped */
@@ -58,11 +54,9 @@ typedef struct bank_http {
     char base[512];
     char auth[300]; /* "Authorization: Bearer ..." or "" */
     long timeout_ms;
-    CURLM *multi; /* the bank's thread's; keeps the connections between batches */
+    curl_loop loop; /* the bank's thread's; its multi keeps the connections between batches */
+    CURLM *multi;   /* loop.multi */
     slot slots[BANK_SLOTS];
-    int epoll_fd;          /* the sockets libcurl asks us to watch, and wake_fd */
-    int wake_fd;           /* an eventfd: a send(), an abandon() or the end */
-    long long timer_at_ms; /* when libcurl wants its timeout action (CLOCK_MONOTONIC); -1: never */
     pthread_t thread;
     pthread_mutex_t lock;
     pthread_cond_t done; /* a slot became DONE */
@@ -221,44 +215,6 @@ static void finish(bank_http *b, call_io *io)
     io->body = NULL;
 }
 
-static long long now_ms(void)
-{
-    struct timespec t;
-
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (long long)t.tv_sec * 1000 + t.tv_nsec / 1000000;
-}
-
-/* libcurl's socket callback: watch @s for what it waits for, or no longer. */
-static int on_socket(CURL *easy, curl_socket_t s, int what, void *userp, void *socketp)
-{
-    bank_http *b = userp;
-    struct epoll_event ev = {.data.fd = s};
-
-    (void)easy;
-    if (what == CURL_POLL_REMOVE) {
-        epoll_ctl(b->epoll_fd, EPOLL_CTL_DEL, s, NULL); /* it may be closed already */
-        curl_multi_assign(b->multi, s, NULL);
-        return 0;
-    }
-    ev.events = (what & CURL_POLL_IN ? EPOLLIN : 0u) | (what & CURL_POLL_OUT ? EPOLLOUT : 0u);
-    if (epoll_ctl(b->epoll_fd, socketp ? EPOLL_CTL_MOD : EPOLL_CTL_ADD, s, &ev) != 0 &&
-        errno == EEXIST)
-        epoll_ctl(b->epoll_fd, EPOLL_CTL_MOD, s, &ev);
-    curl_multi_assign(b->multi, s, b); /* any non-NULL: "watched" */
-    return 0;
-}
-
-/* libcurl's timer callback: when to call it back with CURL_SOCKET_TIMEOUT. */
-static int on_timer(CURLM *multi, long timeout_ms, void *userp)
-{
-    bank_http *b = userp;
-
-    (void)multi;
-    b->timer_at_ms = timeout_ms < 0 ? -1 : now_ms() + timeout_ms;
-    return 0;
-}
-
 /* Note the requests that ended. */
 static void collect(bank_http *b)
 {
@@ -275,47 +231,11 @@ static void collect(bank_http *b)
         }
 }
 
-/*
- * Wait up to @wait_ms for a socket, the timer or a wake-up, and let libcurl
- * act on what happened: only the sockets that have something to say are
- * visited (libcurl's socket interface), not every connection of the batch.
- */
+/* Wait for the bank (or a wake-up) up to @wait_ms; note what ended. */
 static void step(bank_http *b, int wait_ms)
 {
-    struct epoll_event ev[64];
-    int n, running;
-    long long now = now_ms();
-
-    if (b->timer_at_ms >= 0 && b->timer_at_ms - now < wait_ms)
-        wait_ms = b->timer_at_ms <= now ? 0 : (int)(b->timer_at_ms - now);
-    n = epoll_wait(b->epoll_fd, ev, 64, wait_ms);
-    for (int i = 0; i < n; i++) {
-        int flags = (ev[i].events & EPOLLIN ? CURL_CSELECT_IN : 0) |
-                    (ev[i].events & EPOLLOUT ? CURL_CSELECT_OUT : 0) |
-                    (ev[i].events & (EPOLLERR | EPOLLHUP) ? CURL_CSELECT_ERR : 0);
-        uint64_t count;
-
-        if (ev[i].data.fd == b->wake_fd) {
-            if (read(b->wake_fd, &count, sizeof count) < 0 && errno != EAGAIN)
-                log_warn("bank_http_wake_failed", "errno=%d", errno);
-            continue;
-        }
-        curl_multi_socket_action(b->multi, ev[i].data.fd, flags, &running);
-    }
-    if (b->timer_at_ms >= 0 && b->timer_at_ms <= now_ms()) {
-        b->timer_at_ms = -1;
-        curl_multi_socket_action(b->multi, CURL_SOCKET_TIMEOUT, 0, &running);
-    }
+    curl_loop_step(&b->loop, wait_ms);
     collect(b);
-}
-
-/* Wake the bank's thread (from any thread). */
-static void wake(bank_http *b)
-{
-    uint64_t one = 1;
-
-    if (write(b->wake_fd, &one, sizeof one) < 0 && errno != EAGAIN)
-        log_warn("bank_http_wake_failed", "errno=%d", errno);
 }
 
 /* Start the requests of @sl marked in its todo (POSTs, or lookups). */
@@ -479,7 +399,7 @@ static void http_send(void *impl, int slot_no, bank_call *calls, int n)
     }
     sl->state = SLOT_SENT;
     pthread_mutex_unlock(&b->lock);
-    wake(b);
+    curl_loop_wake(&b->loop);
 }
 
 /* Wait until the bank's thread has decided @slot_no (or given it up); the slot is free again. */
@@ -491,7 +411,7 @@ static void wait_done(bank_http *b, int slot_no, bool abandon)
     if (sl->state != SLOT_IDLE) {
         sl->abandon = abandon;
         if (abandon)
-            wake(b);
+            curl_loop_wake(&b->loop);
         while (sl->state != SLOT_DONE)
             pthread_cond_wait(&b->done, &b->lock);
         sl->state = SLOT_IDLE;
@@ -520,7 +440,7 @@ static void http_free(void *impl)
         pthread_mutex_lock(&b->lock);
         b->quit = true;
         pthread_mutex_unlock(&b->lock);
-        wake(b);
+        curl_loop_wake(&b->loop);
         pthread_join(b->thread, NULL);
     }
     for (int k = 0; k < BANK_SLOTS; k++)
@@ -529,11 +449,7 @@ static void http_free(void *impl)
                 finish(b, &b->slots[k].io[i]);
                 curl_easy_cleanup(b->slots[k].io[i].easy);
             }
-    curl_multi_cleanup(b->multi);
-    if (b->epoll_fd >= 0)
-        close(b->epoll_fd);
-    if (b->wake_fd >= 0)
-        close(b->wake_fd);
+    curl_loop_free(&b->loop);
     pthread_cond_destroy(&b->done);
     pthread_mutex_destroy(&b->lock);
     free(b);
@@ -544,27 +460,15 @@ gw_err bank_http_new(const gw_config *cfg, metrics *m, bank *out)
     bank_http *b = calloc(1, sizeof *b);
     size_t len;
 
-    struct epoll_event wake_ev = {.events = EPOLLIN};
-
-    if (b == NULL || (b->multi = curl_multi_init()) == NULL) {
-        free(b);
+    if (b == NULL)
         return GW_ERR_NOMEM;
-    }
-    b->timer_at_ms = -1;
-    b->epoll_fd = epoll_create1(EPOLL_CLOEXEC);
-    b->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-    wake_ev.data.fd = b->wake_fd;
     pthread_mutex_init(&b->lock, NULL);
     pthread_cond_init(&b->done, NULL);
-    if (b->epoll_fd < 0 || b->wake_fd < 0 ||
-        epoll_ctl(b->epoll_fd, EPOLL_CTL_ADD, b->wake_fd, &wake_ev) != 0) {
+    if (curl_loop_init(&b->loop) != GW_OK) {
         http_free(b);
         return GW_ERR_NOMEM;
     }
-    curl_multi_setopt(b->multi, CURLMOPT_SOCKETFUNCTION, on_socket);
-    curl_multi_setopt(b->multi, CURLMOPT_SOCKETDATA, b);
-    curl_multi_setopt(b->multi, CURLMOPT_TIMERFUNCTION, on_timer);
-    curl_multi_setopt(b->multi, CURLMOPT_TIMERDATA, b);
+    b->multi = b->loop.multi;
     snprintf(b->base, sizeof b->base, "%s", cfg->bank_url);
     len = strlen(b->base);
     while (len > 0 && b->base[len - 1] == '/')
