@@ -105,22 +105,7 @@ soak() {
 
     # POST-to-settled per minute: each request's due time (the load generator's log) to settled_at of its
     # payment, the latency stage's join, grouped by the minute the request was due in
-    q -F $'\t' <<SQL >"$lat"
-CREATE TEMP TABLE soak (event_id text, t_sent double precision, t_done double precision, status int);
-\\copy soak FROM '$log'
-SELECT m, count(*), count(settled_at),
-       round(percentile_cont(0.5) WITHIN GROUP (ORDER BY ms)::numeric, 2),
-       round(percentile_cont(0.99) WITHIN GROUP (ORDER BY ms)::numeric, 2),
-       round(percentile_cont(0.999) WITHIN GROUP (ORDER BY ms)::numeric, 2),
-       round(percentile_cont(0.99) WITHIN GROUP (ORDER BY db_ms)::numeric, 2)
-  FROM (SELECT least(greatest(floor((l.t_sent - t.t0) / $SOAK_MINUTE_S)::int + 1, 1), $minutes) AS m, p.settled_at,
-               (extract(epoch FROM p.settled_at) - l.t_sent) * 1000 AS ms,
-               extract(epoch FROM p.settled_at - p.created_at) * 1000 AS db_ms
-          FROM soak l CROSS JOIN (SELECT min(t_sent) AS t0 FROM soak) t
-          LEFT JOIN payments p ON p.payment_id = l.event_id AND p.status = 'settled'
-         WHERE l.status = 202) s
- GROUP BY m ORDER BY m;
-SQL
+    q -F $'\t' <<<"$(latency_sql "$log" "$SOAK_MINUTE_S" "$minutes")" >"$lat"
     # where autovacuum starts on each hot table (threshold + scale factor x rows, reloptions first)
     triggers=$(q -c "SELECT coalesce(json_object_agg(c.relname, round(
             coalesce((SELECT option_value FROM pg_options_to_table(c.reloptions) WHERE option_name = 'autovacuum_vacuum_threshold'),
@@ -152,7 +137,7 @@ soak_json() {
             | (map((.[0] - $mx) * (.[1] - $my)) | add) / (map((.[0] - $mx) * (.[0] - $mx)) | add) end;
         ($lat | split("\n") | map(select(length > 0) | split("\t"))
          | map({key: .[0], value: {posted: (.[1] | num), settled: (.[2] | num), p50_ms: (.[3] | num), p99_ms: (.[4] | num),
-                                   p999_ms: (.[5] | num), accept_to_settle_p99_ms: (.[6] | num)}}) | from_entries) as $L
+                                   p999_ms: (.[5] | num), accept_to_settle_p99_ms: (.[7] | num)}}) | from_entries) as $L
         | ($mins | split("\n") | map(select(length > 0) | split("\t")) | map(
             {minute: (.[0] | tonumber)} + ($L[.[0]] // {posted: 0, settled: 0, p50_ms: null, p99_ms: null, p999_ms: null, accept_to_settle_p99_ms: null})
             + {rss_mb: {api: (.[1] | num), relay: (.[2] | num), worker: (.[3] | num)},
