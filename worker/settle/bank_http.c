@@ -55,7 +55,6 @@ typedef struct bank_http {
     char auth[300]; /* "Authorization: Bearer ..." or "" */
     long timeout_ms;
     curl_loop loop; /* the bank's thread's; its multi keeps the connections between batches */
-    CURLM *multi;   /* loop.multi */
     slot slots[BANK_SLOTS];
     pthread_t thread;
     pthread_mutex_t lock;
@@ -200,7 +199,7 @@ static bool start(bank_http *b, call_io *io, const bank_call *call, bool lookup)
     for (int i = 0; i < h; i++)
         io->headers[i].next = i + 1 < h ? &io->headers[i + 1] : NULL;
     curl_easy_setopt(io->easy, CURLOPT_URL, io->url);
-    io->added = curl_multi_add_handle(b->multi, io->easy) == CURLM_OK;
+    io->added = curl_multi_add_handle(b->loop.multi, io->easy) == CURLM_OK;
     return io->added;
 }
 
@@ -209,7 +208,7 @@ static bool start(bank_http *b, call_io *io, const bank_call *call, bool lookup)
 static void finish(bank_http *b, call_io *io)
 {
     if (io->added)
-        curl_multi_remove_handle(b->multi, io->easy);
+        curl_multi_remove_handle(b->loop.multi, io->easy);
     io->added = false;
     free(io->body);
     io->body = NULL;
@@ -222,7 +221,7 @@ static void collect(bank_http *b)
     CURLMsg *msg;
     call_io *io;
 
-    while ((msg = curl_multi_info_read(b->multi, &left)) != NULL)
+    while ((msg = curl_multi_info_read(b->loop.multi, &left)) != NULL)
         if (msg->msg == CURLMSG_DONE &&
             curl_easy_getinfo(msg->easy_handle, CURLINFO_PRIVATE, (char **)&io) == CURLE_OK &&
             io != NULL) {
@@ -468,7 +467,6 @@ gw_err bank_http_new(const gw_config *cfg, metrics *m, bank *out)
         http_free(b);
         return GW_ERR_NOMEM;
     }
-    b->multi = b->loop.multi;
     snprintf(b->base, sizeof b->base, "%s", cfg->bank_url);
     len = strlen(b->base);
     while (len > 0 && b->base[len - 1] == '/')
@@ -477,7 +475,7 @@ gw_err bank_http_new(const gw_config *cfg, metrics *m, bank *out)
         snprintf(b->auth, sizeof b->auth, "Authorization: Bearer %s", cfg->bank_token);
     b->timeout_ms = cfg->bank_timeout_ms;
     /* two batches at once; connections stay open for the next ones */
-    curl_multi_setopt(b->multi, CURLMOPT_MAXCONNECTS, (long)(BANK_SLOTS * SETTLE_BATCH_MAX));
+    curl_multi_setopt(b->loop.multi, CURLMOPT_MAXCONNECTS, (long)(BANK_SLOTS * SETTLE_BATCH_MAX));
     b->executed = metrics_counter(m, "paygw_worker_bank_calls_total", "outcome=\"executed\"",
                                   "Transfers sent to the HTTP bank, by what its answer meant.");
     b->refused = metrics_counter(m, "paygw_worker_bank_calls_total", "outcome=\"refused\"", "");
