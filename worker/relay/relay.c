@@ -33,7 +33,7 @@ struct relay {
     mq_conn *mq;
     bool listening;
     relay_metrics m;
-    metric *backlog, *oldest_age, *purged, *rearmed, *blocked;
+    metric *backlog, *oldest_age, *purged, *rearmed, *blocked, *overlapped;
     metric *queue_messages[2], *queue_consumers[2]; /* [0] settlement, [1] its DLQ */
     time_t next_housekeeping, next_backlog, next_queues;
     long unblocked_ms; /* when the broker last lifted a block: confirm timeouts count from here */
@@ -87,6 +87,9 @@ gw_err relay_new(const gw_config *cfg, metrics *m, health *h, relay **out)
     r->rearmed =
         metrics_counter(m, "paygw_relay_retries_rearmed_total", NULL,
                         "Retry copies that never came back, published again from the outbox.");
+    r->overlapped = metrics_counter(
+        m, "paygw_relay_batches_overlapped_total", NULL,
+        "Batches published while another lane's batch was still waiting for its confirms.");
     r->blocked = metrics_gauge(m, "paygw_relay_broker_blocked", NULL,
                                "1 while the broker blocks publishing (memory or disk alarm).");
     for (int i = 0; i < 2; i++) {
@@ -145,11 +148,21 @@ void relay_free(relay *r)
     free(r);
 }
 
+static bool any_busy(const relay *r)
+{
+    for (int i = 0; i < LANES; i++)
+        if (r->lanes[i] != NULL && relay_lane_busy(r->lanes[i]))
+            return true;
+    return false;
+}
+
 static gw_err connect_db(relay *r)
 {
     gw_err err;
 
-    if (r->db != NULL && db_ensure(r->db) == GW_OK && r->listening)
+    /* A busy lane is inside its batch's transaction, which db_ensure() would roll back (its
+     * rows unlocked, claimed again by the other lane): its own statements find a lost server. */
+    if (r->db != NULL && r->listening && (any_busy(r) || db_ensure(r->db) == GW_OK))
         return GW_OK;
     for (int i = 0; i < LANES; i++) {
         if (r->lanes[i] == NULL &&
@@ -183,14 +196,6 @@ static gw_err connect_mq(relay *r)
     }
     health_set_mq(r->health, true);
     return GW_OK;
-}
-
-static bool any_busy(const relay *r)
-{
-    for (int i = 0; i < LANES; i++)
-        if (r->lanes[i] != NULL && relay_lane_busy(r->lanes[i]))
-            return true;
-    return false;
 }
 
 /* Finish every lane in hand (after the broker went away, or at stop): keep what was confirmed. */
@@ -249,11 +254,11 @@ static long confirm_wait_ms(relay *r, relay_lane *old, volatile sig_atomic_t *st
 }
 
 /*
- * relay_cycle - keep both lanes going: start a batch in an idle lane (unless
- * stopping or blocked), then read confirms until the oldest lane's batch is
- * settled or given up, and finish it (marks, COMMIT). While one lane waits for
- * its confirms, the other's rows are already published. *@more says a full
- * batch was claimed (more may be waiting).
+ * relay_cycle - keep both lanes going: start a batch in every idle lane while
+ * the claims come back full (unless stopping or blocked), then read confirms
+ * until the oldest lane's batch is settled or given up, and finish it (marks,
+ * COMMIT). While one lane waits for its confirms, the other's rows are already
+ * published. *@more says a full batch was claimed (more may be waiting).
  */
 static gw_err relay_cycle(relay *r, volatile sig_atomic_t *stop, bool *more)
 {
@@ -264,16 +269,20 @@ static gw_err relay_cycle(relay *r, volatile sig_atomic_t *stop, bool *more)
     *more = false;
     for (int i = 0; i < LANES && !*stop && !mq_blocked(r->mq); i++) {
         int k = (r->oldest + i) % LANES;
+        bool beside = any_busy(r);
 
         if (relay_lane_busy(r->lanes[k]))
             continue;
-        if (!any_busy(r))
+        if (!beside)
             r->oldest = k;
         err = relay_lane_start(r->lanes[k], r->mq, RELAY_BATCH_SIZE, &claimed);
         if (err != GW_OK)
             return err; /* GW_ERR_MQ: drop_mq() finishes the lane */
+        if (beside && claimed > 0)
+            metrics_add(r->overlapped, 1);
         *more = claimed == RELAY_BATCH_SIZE;
-        break; /* one new batch per cycle: the other lane is either busy or not needed */
+        if (!*more)
+            break; /* the outbox is drained: another lane would claim nothing */
     }
     old = r->lanes[r->oldest];
     if (!relay_lane_busy(old)) {
