@@ -442,8 +442,78 @@ stop:
     }
 }
 
+/*
+ * Mode "open": the worker dies at its COMMIT while the next batch is open at the bank.
+ * WORKER_PREFETCH=3 makes batches of one. Two payments wait in the queue before the worker
+ * starts: A (8888-8, the bank answers after 3 s) and B (1111-1, at once). The worker sends A,
+ * then B, then closes A; the failpoint ends it at A's COMMIT, with B sent and not committed.
+ *   worker.after_commit=exit   A settled and not acked, B executed at the bank only
+ *   worker.before_commit=exit  nothing committed, both executed at the bank
+ * A worker started afterwards acks A's copy as a duplicate and settles B, each once.
+ */
+static void run_open(void)
+{
+    static const char *const points[2] = {"worker.after_commit", "worker.before_commit"};
+    char amqp_env[600], bank_env[100], fp[80];
+    const char *crash[] = {bank_env, fp, "WORKER_PREFETCH=3", "BANK_TIMEOUT_MS=5000", NULL};
+    tprog worker = {0};
+    tmq *m = NULL;
+
+    snprintf(amqp_env, sizeof amqp_env, "AMQP_URL=%s", e.amqp_url);
+    if (!sim_start(0) || !CHECK(tmq_declare_topology(e.amqp_url, NULL)) ||
+        !CHECK((m = tmq_connect(e.amqp_url)) != NULL))
+        goto stop;
+    snprintf(bank_env, sizeof bank_env, "BANK_URL=%s", sim_url);
+    for (int k = 0; k < 2; k++) {
+        char a[32], b[32];
+
+        tcheck_context("%s", points[k]);
+        snprintf(a, sizeof a, "bo-%d-a", k);
+        snprintf(b, sizeof b, "bo-%d-b", k);
+        snprintf(fp, sizeof fp, "GATEWAY_FAILPOINTS=%s=exit", points[k]);
+        for (int i = 0; i < 2; i++) {
+            const char *id = i == 0 ? a : b, *account = i == 0 ? "8888-8" : "1111-1";
+            char *body = te2e_payment_json(id, id, 100, "001", account);
+
+            CHECK(te2e_insert_payment(e.db, id, id, 100, "001", account));
+            CHECK(te2e_publish_event(m, id, body));
+            free(body);
+        }
+        if (!CHECK(tprog_start(&worker, TPROG_WORKER, "bank_open-worker-crash", &e, crash)))
+            break;
+        CHECK_INT(tproc_wait_exit(worker.proc, 15000), 137);
+        tprog_free(&worker);
+        /* B's batch was open: its transfer is at the bank, its effect is not in the ledger */
+        CHECK_INT(bank_executed(b, (char[160]){0}, 160), 1);
+        CHECK_INT(
+            tdb_long(e.db, "SELECT count(*) FROM ledger_entries WHERE event_id = $1", b, NULL), 0);
+        CHECK_INT(
+            tdb_long(e.db, "SELECT count(*) FROM ledger_entries WHERE event_id = $1", a, NULL),
+            k == 0 ? 2 : 0);
+        if (!CHECK(tprog_start(&worker, TPROG_WORKER, "bank_open-worker-again", &e,
+                               (const char *[]){bank_env, NULL})))
+            break;
+        check_end(a, "settled", 0);
+        check_end(b, "settled", 0);
+        if (k == 0) /* A's redelivered copy found A in the inbox */
+            CHECK(tprog_metric(&worker, "paygw_worker_duplicates_skipped_total") >= 1);
+        tprog_stop(&worker, 0);
+    }
+    tcheck_context_clear();
+    CHECK_LEDGER_BALANCED(e.db);
+stop:
+    tprog_stop(&worker, 0);
+    tmq_close(m);
+    if (sim != NULL) {
+        tproc_stop(sim, 5000);
+        tproc_free(sim);
+    }
+}
+
 int main(int argc, char **argv)
 {
+    if (argc > 1 && strcmp(argv[1], "open") == 0)
+        return te2e_main("worker_bank_open", &e, run_open);
     if (argc > 1 && strcmp(argv[1], "down") == 0)
         return te2e_main("worker_bank_down", &e, run_down);
     return te2e_main("worker_bank_http", &e, run);
