@@ -199,7 +199,7 @@ gw_err dlq_broker_publish_many(dlq_broker *b, const mq_message *ms, size_t n, gw
     gw_err err = connected(b);
 
     if (err == GW_OK)
-        err = mq_publish_confirmed_many(b->mq, ms, n, CONFIRM_WAIT_MS, each);
+        err = mq_publish_confirmed_many(b->mq, ms, n, CONFIRM_WAIT_MS, each, NULL, 0);
     if (err != GW_OK)
         failed(b);
     return err;

@@ -468,47 +468,8 @@ static long ms_since(const struct timespec *t0)
     return (now.tv_sec - t0->tv_sec) * 1000 + (now.tv_nsec - t0->tv_nsec) / 1000000;
 }
 
-gw_err mq_publish_confirmed(mq_conn *c, const mq_message *m, int timeout_ms, char *why,
-                            size_t why_len)
-{
-    struct timespec t0;
-    bool returned = false;
-    uint64_t seq = 0;
-    mq_event ev;
-    gw_err err;
-
-    snprintf(why, why_len, "not confirmed");
-    if ((err = mq_publish(c, m, &seq)) != GW_OK)
-        return err;
-    clock_gettime(CLOCK_MONOTONIC, &t0);
-    for (;;) {
-        long left = timeout_ms - ms_since(&t0);
-
-        if (left <= 0) {
-            c->open = false; /* a late confirm would confuse the next wait: reconnect */
-            return GW_ERR_MQ;
-        }
-        err = mq_next_event(c, (int)left, &ev);
-        if (err == GW_ERR_RETRY)
-            continue;
-        if (err != GW_OK)
-            return err;
-        if (ev.kind == MQ_EV_RETURN && strcmp(ev.message_id, m->message_id) == 0) {
-            returned = true; /* its ack follows */
-            snprintf(why, why_len, "%d %s", ev.reply_code, ev.reply_text);
-        } else if ((ev.kind == MQ_EV_ACK || ev.kind == MQ_EV_NACK) &&
-                   (ev.tag == seq || (ev.multiple && ev.tag >= seq))) {
-            if (ev.kind == MQ_EV_NACK) {
-                snprintf(why, why_len, "nacked by the broker");
-                return GW_ERR_MQ;
-            }
-            return returned ? GW_ERR_NOT_FOUND : GW_OK;
-        }
-    }
-}
-
 gw_err mq_publish_confirmed_many(mq_conn *c, const mq_message *ms, size_t n, int timeout_ms,
-                                 gw_err *each)
+                                 gw_err *each, char *why, size_t why_len)
 {
     uint64_t first = 0, seq = 0;
     bool *returned = calloc(n + 1, sizeof *returned), *settled = calloc(n + 1, sizeof *settled);
@@ -517,6 +478,8 @@ gw_err mq_publish_confirmed_many(mq_conn *c, const mq_message *ms, size_t n, int
     mq_event ev;
     gw_err err = GW_OK;
 
+    if (why != NULL)
+        snprintf(why, why_len, "not confirmed");
     if (returned == NULL || settled == NULL) {
         err = GW_ERR_NOMEM;
         goto out;
@@ -545,10 +508,14 @@ gw_err mq_publish_confirmed_many(mq_conn *c, const mq_message *ms, size_t n, int
         if (ev.kind == MQ_EV_RETURN) { /* its ack follows; the id names it (or its twins) */
             for (size_t i = 0; i < n; i++)
                 returned[i] |= strcmp(ev.message_id, ms[i].message_id) == 0;
+            if (why != NULL)
+                snprintf(why, why_len, "%d %s", ev.reply_code, ev.reply_text);
             continue;
         }
         if (ev.kind != MQ_EV_ACK && ev.kind != MQ_EV_NACK)
             continue;
+        if (ev.kind == MQ_EV_NACK && why != NULL)
+            snprintf(why, why_len, "nacked by the broker");
         for (size_t i = 0; i < n; i++) {
             uint64_t tag = first + i;
             if (settled[i] || (ev.multiple ? tag > ev.tag : tag != ev.tag))
@@ -562,4 +529,13 @@ out:
     free(returned);
     free(settled);
     return err;
+}
+
+gw_err mq_publish_confirmed(mq_conn *c, const mq_message *m, int timeout_ms, char *why,
+                            size_t why_len)
+{
+    gw_err each = GW_ERR_MQ;
+    gw_err err = mq_publish_confirmed_many(c, m, 1, timeout_ms, &each, why, why_len);
+
+    return err != GW_OK ? err : each;
 }

@@ -103,21 +103,24 @@ typedef struct mq_event {
 GW_MUSTCHECK gw_err mq_next_event(mq_conn *c, int timeout_ms, mq_event *ev);
 
 /*
- * mq_publish_confirmed - mq_publish() then wait up to @timeout_ms for its
- * confirm. GW_OK: acked and routed. GW_ERR_NOT_FOUND: returned unroutable
- * (reply text in @why). GW_ERR_MQ: nacked, timed out or closed: not accepted.
+ * mq_publish_confirmed_many - mq_publish() each of the @n messages, then wait up to
+ * @timeout_ms for all their confirms: one round trip for the lot. GW_OK when every confirm
+ * came, each message's outcome in @each: GW_OK acked and routed, GW_ERR_NOT_FOUND returned
+ * unroutable, GW_ERR_MQ nacked. Anything else: the outcomes are unknown (a timeout also
+ * marks the connection for a reconnect). @why (may be NULL) gets the last return's reply
+ * text or "nacked by the broker", else "not confirmed".
+ */
+GW_MUSTCHECK gw_err mq_publish_confirmed_many(mq_conn *c, const mq_message *ms, size_t n,
+                                              int timeout_ms, gw_err *each, char *why,
+                                              size_t why_len);
+
+/*
+ * mq_publish_confirmed - mq_publish_confirmed_many() of one message, its outcome as the
+ * result: GW_OK acked and routed, GW_ERR_NOT_FOUND returned unroutable (reply text in
+ * @why), GW_ERR_MQ nacked, timed out or closed: not accepted.
  */
 GW_MUSTCHECK gw_err mq_publish_confirmed(mq_conn *c, const mq_message *m, int timeout_ms, char *why,
                                          size_t why_len);
-
-/*
- * mq_publish_confirmed_many - mq_publish() each of the @n messages, then wait up to
- * @timeout_ms for all their confirms: one round trip for the lot. GW_OK when every confirm
- * came, each message's outcome in @each as mq_publish_confirmed() would say it (GW_OK,
- * GW_ERR_NOT_FOUND, GW_ERR_MQ); anything else: the outcomes are unknown (reconnect).
- */
-GW_MUSTCHECK gw_err mq_publish_confirmed_many(mq_conn *c, const mq_message *ms, size_t n,
-                                              int timeout_ms, gw_err *each);
 
 /*
  * mq_queue_counts - a passive queue.declare of @queue on the channel: its ready
