@@ -9,7 +9,7 @@ BEGIN;
 CREATE TEMP TABLE h ON COMMIT DROP AS
 SELECT 'hist-' || i AS id,
        (ARRAY['pix', 'ted', 'card'])[1 + i % 3] AS method,
-       (1000 + (i * 7919) % 500000)::bigint AS amount,
+       (1000 + (i::bigint * 7919) % 500000) AS amount, -- bigint: 7919 * 2,000,000 > 2^31
        lpad((100 + i % 900)::text, 3, '0') AS bank,
        ((i * 31) % 100000)::text || '-' || (i % 10) AS account,
        now() - interval '30 days' * (1 - i::float8 / :n) AS at
