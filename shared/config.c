@@ -252,7 +252,7 @@ static int load_tuning(gw_config *c, FILE *errs)
     int bad = 0;
     long prefetch;
 
-    bad += !env_long(errs, "WORKER_PREFETCH", 32, 1, 65535, &prefetch);
+    bad += !env_long(errs, "WORKER_PREFETCH", 256, 1, 65535, &prefetch);
     c->worker_prefetch = (int)prefetch;
 
     s = env_str("RETRY_DELAYS_MS");

@@ -64,7 +64,7 @@ static void test_defaults(void)
     CHECK_STR(c.api_listen.host, "127.0.0.1");
     CHECK_INT(c.api_listen.port, 8080);
     CHECK(!c.metrics_listen.set); /* off unless set */
-    CHECK_INT(c.worker_prefetch, 32);
+    CHECK_INT(c.worker_prefetch, 256);
     CHECK_INT(c.retry_steps, 2);
     CHECK_INT(c.retry_delays_ms[0], 1000);
     CHECK_INT(c.retry_delays_ms[1], 5000);
