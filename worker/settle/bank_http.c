@@ -15,13 +15,15 @@
 #include "worker/settle/settle.h"
 
 #define BODY_MAX 16384 /* more than any answer of section 12; the rest is dropped */
+/* a transfer's JSON: its fields are bounded (shared/payment.h), the longest about 330 bytes */
+#define TRANSFER_BODY_MAX 512
 
 /* One request in flight. Its easy handle is made once and reused batch after batch. */
 typedef struct call_io {
     CURL *easy;
     struct curl_slist headers[4]; /* ours, not curl_slist_append()'s: nothing to free */
     char url[700], key[160];
-    char *body; /* what we send (owned) */
+    char body[TRANSFER_BODY_MAX]; /* what we send */
     char answer[BODY_MAX + 1];
     size_t len;
     bool added; /* in the multi handle */
@@ -140,16 +142,36 @@ bank_result bank_http_classify(int curl_code, long status, const char *body,
     return r;
 }
 
-static char *transfer_body(const payment *p)
+/* Whether @s can stand inside a JSON string as it is: no quote, backslash or control byte. */
+static bool json_plain(const char *s)
 {
-    json_t *o = json_pack("{s:s,s:s,s:s,s:I,s:s,s:{s:s,s:s}}", "transfer_id", p->event_id,
-                          "payment_id", p->payment_id, "method", p->method, "amount_cents",
-                          (json_int_t)p->amount_cents, "currency", p->currency, "payee", "bank",
-                          p->payee_bank, "account", p->payee_account);
-    char *s = o ? json_dumps(o, JSON_COMPACT) : NULL;
+    for (; *s; s++)
+        if (*s == '"' || *s == '\\' || (unsigned char)*s < 0x20)
+            return false;
+    return true;
+}
 
-    json_decref(o);
-    return s;
+/*
+ * The transfer of @p as JSON into @buf. Every field passed payment_parse()'s
+ * charsets (shared/payment.c), so it is printed as it is: no allocation per
+ * call. A field that is not plain anyway is not sent (false).
+ */
+static bool transfer_body(const payment *p, char *buf, size_t len)
+{
+    const char *fields[] = {p->event_id, p->payment_id, p->method,
+                            p->currency, p->payee_bank, p->payee_account};
+    int n;
+
+    for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++)
+        if (!json_plain(fields[i]))
+            return false;
+    n = snprintf(buf, len,
+                 "{\"transfer_id\":\"%s\",\"payment_id\":\"%s\",\"method\":\"%s\","
+                 "\"amount_cents\":%lld,\"currency\":\"%s\",\"payee\":{\"bank\":\"%s\","
+                 "\"account\":\"%s\"}}",
+                 p->event_id, p->payment_id, p->method, (long long)p->amount_cents, p->currency,
+                 p->payee_bank, p->payee_account);
+    return n > 0 && (size_t)n < len;
 }
 
 /* The easy handle of @io with the options every request shares; false without memory. */
@@ -189,7 +211,7 @@ static bool start(bank_http *b, call_io *io, const bank_call *call, bool lookup)
         snprintf(io->key, sizeof io->key, "Idempotency-Key: %s", call->p->event_id);
         io->headers[h++].data = "Content-Type: application/json";
         io->headers[h++].data = io->key;
-        if ((io->body = transfer_body(call->p)) == NULL)
+        if (!transfer_body(call->p, io->body, sizeof io->body))
             return false;
         curl_easy_setopt(io->easy, CURLOPT_POSTFIELDS, io->body);
     }
@@ -210,8 +232,6 @@ static void finish(bank_http *b, call_io *io)
     if (io->added)
         curl_multi_remove_handle(b->loop.multi, io->easy);
     io->added = false;
-    free(io->body);
-    io->body = NULL;
 }
 
 /* Note the requests that ended. */
