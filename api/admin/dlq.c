@@ -314,6 +314,35 @@ static dlq_replay_result replay_locked(dlq *d, db_conn *db, const letters_locked
     return DLQ_REPLAYED;
 }
 
+/*
+ * Whether the letter that letters_lock() answered @err and @l for may be replayed; when not,
+ * *@res says why (and @why, unless NULL). The one place both replays decide it.
+ */
+static bool replayable(gw_err err, const letters_locked *l, dlq_replay_result *res, char *why,
+                       size_t len)
+{
+    const char *text;
+
+    if (err == GW_ERR_NOT_FOUND) {
+        *res = DLQ_REPLAY_NOT_FOUND;
+        text = "no such dead letter";
+    } else if (err != GW_OK) {
+        *res = DLQ_REPLAY_DB_DOWN;
+        text = "the database is unavailable";
+    } else if (l->replayed) {
+        *res = DLQ_REPLAY_ALREADY;
+        text = "this dead letter was replayed before";
+    } else if (l->expired) { /* the inbox may have forgotten the event: it could settle twice */
+        *res = DLQ_REPLAY_EXPIRED;
+        text = "the dead letter is older than the inbox retention (INBOX_RETENTION_DAYS)";
+    } else {
+        return true;
+    }
+    if (why != NULL)
+        snprintf(why, len, "%s", text);
+    return false;
+}
+
 dlq_replay_result dlq_replay_one(dlq *d, db_conn *db, const char *id, const char *actor,
                                  const char *job, char *event_id, size_t event_len, char *why,
                                  size_t len)
@@ -332,20 +361,7 @@ dlq_replay_result dlq_replay_one(dlq *d, db_conn *db, const char *id, const char
     err = letters_lock(db, id, d->cfg->inbox_retention_days, &l);
     if (err == GW_OK)
         snprintf(event_id, event_len, "%s", l.event_id);
-    if (err == GW_ERR_NOT_FOUND) {
-        res = DLQ_REPLAY_NOT_FOUND;
-        snprintf(why, len, "no such dead letter");
-    } else if (err != GW_OK) {
-        res = DLQ_REPLAY_DB_DOWN;
-        snprintf(why, len, "the database is unavailable");
-    } else if (l.replayed) {
-        res = DLQ_REPLAY_ALREADY;
-        snprintf(why, len, "this dead letter was replayed before");
-    } else if (l.expired) { /* the inbox may have forgotten the event: it could settle twice */
-        res = DLQ_REPLAY_EXPIRED;
-        snprintf(why, len,
-                 "the dead letter is older than the inbox retention (INBOX_RETENTION_DAYS)");
-    } else {
+    if (replayable(err, &l, &res, why, len)) {
         res = replay_locked(d, db, &l, id, actor, job, why, len);
         letters_locked_clear(&l);
         return res;
@@ -370,21 +386,15 @@ bool dlq_replay_batch(dlq *d, db_conn *db, const char *const *ids, size_t n, con
     /* lock and mark each (see replay_locked() for why the mark comes first) */
     for (size_t i = 0; i < n; i++) {
         err = letters_lock(db, ids[i], d->cfg->inbox_retention_days, &l[i]);
-        if (err == GW_ERR_NOT_FOUND) {
-            res[i] = DLQ_REPLAY_NOT_FOUND;
-        } else if (err != GW_OK) {
+        if (err != GW_OK && err != GW_ERR_NOT_FOUND)
+            goto rollback; /* the caller goes one by one */
+        if (!replayable(err, &l[i], &res[i], NULL, 0))
+            continue;
+        if (letters_mark_replayed(db, ids[i], actor, l[i].event_id, job) != GW_OK)
             goto rollback;
-        } else if (l[i].replayed) {
-            res[i] = DLQ_REPLAY_ALREADY;
-        } else if (l[i].expired) {
-            res[i] = DLQ_REPLAY_EXPIRED;
-        } else {
-            if (letters_mark_replayed(db, ids[i], actor, l[i].event_id, job) != GW_OK)
-                goto rollback;
-            pub[np] = l[i]; /* a shallow copy: l[i] still owns the result */
-            pub_ids[np] = ids[i];
-            pub_at[np++] = i;
-        }
+        pub[np] = l[i]; /* a shallow copy: l[i] still owns the result */
+        pub_ids[np] = ids[i];
+        pub_at[np++] = i;
     }
     /* one confirm round for the lot; anything but all confirmed: undo, let the caller go
      * one by one (what was published is published again: the inbox keeps one effect) */

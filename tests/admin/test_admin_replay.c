@@ -20,6 +20,8 @@
  * - With the worker running during the replay (the usual case): a replayed
  *   payment ends settled, or dead-lettered again with its message in the DLQ,
  *   never stuck in published.
+ * - A letter whose routing key no binding takes is 409 replay-unroutable and
+ *   records nothing; with its key back it replays.
  * - Unknown and malformed ids are 404; the API token is 401.
  */
 #include <pthread.h>
@@ -389,6 +391,55 @@ static void unknown_ids(void)
     thttp_resp_free(&r);
 }
 
+/*
+ * A letter whose routing key no binding takes any more (here a refused
+ * decision's, set in SQL): the broker returns the replay, the answer is 409
+ * replay-unroutable, and nothing is recorded: the letter is not replayed and
+ * its payment stays dead_lettered, so a replay after the binding is back works.
+ */
+static void replay_unroutable(void)
+{
+    long long id = -1;
+    thttp_resp r;
+    char idtxt[32];
+    char *s;
+
+    if (!tadm_accept(&api, "evt-unroutable", "pay-unroutable", "pix", "approved", 0, "001",
+                     "1234-5", NULL))
+        return;
+    /* drained until its letter is there (an earlier test's letters may come first) */
+    for (long long t0 = tproc_now_ms(); id <= 0 && tproc_now_ms() - t0 < WAIT_MS;) {
+        if (tadm_drain(&api, 10, &r))
+            id = tadm_id(tadm_letter_for(json_object_get(r.json, "messages"), "evt-unroutable"));
+        thttp_resp_free(&r);
+        if (id <= 0)
+            tproc_sleep_ms(100);
+    }
+    if (!CHECK(id > 0))
+        return;
+    snprintf(idtxt, sizeof idtxt, "%lld", id);
+    CHECK(tdb_exec(t.db,
+                   "UPDATE dead_letters SET routing_key = 'payment.pix.refused' WHERE id = $1",
+                   idtxt, NULL));
+    replay(id, &r);
+    CHECK_PROBLEM(&r, 409, "replay-unroutable");
+    thttp_resp_free(&r);
+    CHECK_INT(sql_long("SELECT count(*) FROM dead_letters WHERE event_id = $1 "
+                       "AND replayed_at IS NULL AND replayed_by IS NULL",
+                       "evt-unroutable"),
+              1);
+    s = tadm_status(t.db, "pay-unroutable");
+    CHECK_STR(s, "dead_lettered");
+    free(s);
+    /* with its key back, the same letter replays (and, R$ 0, dies again) */
+    CHECK(tdb_exec(t.db,
+                   "UPDATE dead_letters SET routing_key = 'payment.pix.approved' WHERE id = $1",
+                   idtxt, NULL));
+    replay(id, &r);
+    check_202(&r, id, "evt-unroutable");
+    thttp_resp_free(&r);
+}
+
 static void tests(void)
 {
     TRUN(make_letters);
@@ -397,6 +448,7 @@ static void tests(void)
     TRUN(replay_twice_at_once_then_dead_again);
     TRUN(replay_fails_again_within_a_second);
     TRUN(replay_with_the_worker_running);
+    TRUN(replay_unroutable);
     TRUN(unknown_ids);
 }
 
