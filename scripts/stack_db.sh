@@ -161,6 +161,9 @@ postgresql:
     wal_compression: lz4
     log_checkpoints: 'on'
     log_autovacuum_min_duration: 1s
+    log_min_duration_statement: 500ms
+    log_parameter_max_length: 0
+    log_lock_waits: 'on'
     logging_collector: 'off'
 tags:
   nofailover: false
