@@ -17,6 +17,7 @@ drain_through_bank() {
     # gateway's, and a write(2) each on this 2-core machine (its CPU is reported all the same)
     start_retry bank BANK=http BANKSIM_STORE="$store" LOG_LEVEL=warn || die "scripts/stack start bank failed (see $WORK/stack.log)"
     depth=$(queue_depth)
+    quiesce
     t0=$EPOCHREALTIME
     start_retry worker BANK=http OUTBOX_MAX_BACKLOG="$BACKLOG_OFF" || die "scripts/stack start worker failed"
     WAIT_STEP=1 wait_until $((COUNT / 100 + 60)) settled_at_least "$depth" || warn "bank http: not all settled before the deadline"
