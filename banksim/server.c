@@ -23,8 +23,9 @@
 #include "shared/payment.h"
 
 #define BODY_MAX         (64 * 1024)
-#define CONNECTION_LIMIT 512 /* over the whole pool */
-#define POOL_THREADS     2
+#define CONNECTION_LIMIT 512
+/* one event loop: on two cores a second one cost more in thread switches than it gained */
+#define POOL_THREADS     1
 #define IDLE_TIMEOUT_S   30
 #define LIST_DEFAULT     100
 #define LIST_MAX         1000
@@ -575,7 +576,7 @@ gw_err server_start(const server_options *opt, server **out)
         free(s);
         return GW_ERR_INVALID;
     }
-    /* a small pool of event loops: a request that waits (the store, a late answer) is
+    /* one event loop: a request that waits (the store, a late answer) is
      * suspended, not a thread parked per connection */
     s->daemon = MHD_start_daemon(
         MHD_USE_EPOLL_INTERNAL_THREAD | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG, 0, NULL, NULL,
