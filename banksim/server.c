@@ -120,15 +120,6 @@ static json_t *result_json(const store_transfer *t)
                      "amount_cents", (json_int_t)t->amount_cents);
 }
 
-/* Whether @s can stand inside a JSON string as it is: no quote, backslash or control byte. */
-static bool json_plain(const char *s)
-{
-    for (; *s; s++)
-        if (*s == '"' || *s == '\\' || (unsigned char)*s < 0x20)
-            return false;
-    return true;
-}
-
 /* The answer for one executed transfer. Its ids passed payment_id_valid() and the reference is
  * ours, so the JSON is printed as it is, the hot path's one allocation being MHD's copy. */
 static outcome reply_result(struct MHD_Connection *conn, unsigned status, const store_transfer *t)
@@ -405,7 +396,7 @@ static outcome post_transfer(server *s, struct MHD_Connection *conn, request *re
     if (!may_execute(s, conn, t, req->call, &done))
         return done;
     memcpy(t->bank_reference, "BSIM-", 5);
-    token_random_hex(t->bank_reference + 5, 8);
+    token_unique_hex(t->bank_reference + 5, 8);
     if (store_durable(s->opt.store) && suspend(s, req)) {
         /* answered when the store's writer has made it durable and resumes the connection */
         req->phase = POST_STORING;

@@ -15,6 +15,7 @@
 
 #include <jansson.h>
 
+#include "shared/lib/json_strict.h"
 #include "shared/lib/log.h"
 
 /* One submitted transfer, until its group is written: owned by the store. */
@@ -296,13 +297,35 @@ bool store_find(store *s, const char *transfer_id, store_transfer *out)
  */
 static char *transfer_tail(const store_transfer *t)
 {
-    json_t *o =
-        json_pack("{s:s,s:s,s:s,s:s,s:s,s:s,s:I,s:s}", "transfer_id", t->transfer_id, "payment_id",
+    const char *fields[] = {t->transfer_id, t->payment_id,    t->method,        t->currency,
+                            t->payee_bank,  t->payee_account, t->bank_reference};
+    bool plain = true;
+    json_t *o;
+    char *text;
+
+    for (size_t i = 0; i < sizeof fields / sizeof fields[0] && plain; i++)
+        plain = json_plain(fields[i]);
+    if (plain) {                      /* the usual case: the fields passed the server's charsets */
+        size_t cap = sizeof *t + 200; /* every field, and the names around them */
+        int n;
+
+        if ((text = malloc(cap)) == NULL)
+            return NULL;
+        n = snprintf(text, cap,
+                     "{\"transfer_id\":\"%s\",\"payment_id\":\"%s\",\"method\":\"%s\","
+                     "\"currency\":\"%s\",\"payee_bank\":\"%s\",\"payee_account\":\"%s\","
+                     "\"amount_cents\":%" PRId64 ",\"bank_reference\":\"%s\"}",
+                     t->transfer_id, t->payment_id, t->method, t->currency, t->payee_bank,
+                     t->payee_account, t->amount_cents, t->bank_reference);
+        if (n > 0 && (size_t)n < cap)
+            return text;
+        free(text);
+    }
+    o = json_pack("{s:s,s:s,s:s,s:s,s:s,s:s,s:I,s:s}", "transfer_id", t->transfer_id, "payment_id",
                   t->payment_id, "method", t->method, "currency", t->currency, "payee_bank",
                   t->payee_bank, "payee_account", t->payee_account, "amount_cents",
                   (json_int_t)t->amount_cents, "bank_reference", t->bank_reference);
-    char *text = o ? json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER) : NULL;
-
+    text = o ? json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER) : NULL;
     json_decref(o);
     return text;
 }

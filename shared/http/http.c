@@ -68,7 +68,7 @@ static http_request *request_new(struct MHD_Connection *conn, const char *method
     if (given != NULL && request_id_valid(given))
         snprintf(r->id, sizeof r->id, "%s", given);
     else
-        token_random_hex(r->id, 8);
+        token_unique_hex(r->id, 8);
     return r;
 }
 

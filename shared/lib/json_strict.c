@@ -71,3 +71,11 @@ gw_err json_strict_parse(const char *buf, size_t len, int max_depth, json_t **ou
     *out = root; /* moves to caller */
     return GW_OK;
 }
+
+bool json_plain(const char *s)
+{
+    for (; *s; s++)
+        if (*s == '"' || *s == '\\' || (unsigned char)*s < 0x20)
+            return false;
+    return true;
+}

@@ -2,6 +2,7 @@
 #ifndef SHARED_LIB_JSON_STRICT_H
 #define SHARED_LIB_JSON_STRICT_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 #include <jansson.h>
@@ -20,5 +21,12 @@
  */
 GW_MUSTCHECK gw_err json_strict_parse(const char *buf, size_t len, int max_depth, json_t **out,
                                       char *why, size_t why_len);
+
+/*
+ * json_plain - whether @s can stand inside a JSON string as it is: no quote,
+ * backslash or control byte. Hot paths print such text with snprintf instead
+ * of building a jansson object for it.
+ */
+bool json_plain(const char *s);
 
 #endif

@@ -30,3 +30,22 @@ void token_random_hex(char *out, size_t bytes)
     randombytes_buf(buf, bytes);
     sodium_bin2hex(out, 2 * bytes + 1, buf, bytes);
 }
+
+/* Each thread's pool of random bytes: one getrandom(2) per POOL_BYTES, not one per id. */
+#define POOL_BYTES 512
+
+void token_unique_hex(char *out, size_t bytes)
+{
+    static __thread unsigned char pool[POOL_BYTES];
+    static __thread size_t left;
+
+    if (bytes > 64)
+        bytes = 64;
+    if (left < bytes) {
+        randombytes_buf(pool, sizeof pool);
+        left = sizeof pool;
+    }
+    left -= bytes;
+    sodium_bin2hex(out, 2 * bytes + 1, pool + left, bytes);
+    sodium_memzero(pool + left, bytes); /* each byte serves one id */
+}

@@ -17,4 +17,11 @@ bool token_equal(const char *given, size_t len, const char *expected);
 /* token_random_hex - @bytes random bytes as 2*@bytes hex digits into @out (size >= 2*bytes+1). */
 void token_random_hex(char *out, size_t bytes);
 
+/*
+ * token_unique_hex - like token_random_hex, for identifiers that must not
+ * repeat but are no secret (request ids, bank references): the bytes come
+ * from the calling thread's pool, so most calls make no system call.
+ */
+void token_unique_hex(char *out, size_t bytes);
+
 #endif

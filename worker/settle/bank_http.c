@@ -10,6 +10,7 @@
 #include <curl/curl.h>
 #include <jansson.h>
 
+#include "shared/lib/json_strict.h"
 #include "shared/lib/log.h"
 #include "worker/settle/curl_loop.h"
 #include "worker/settle/settle.h"
@@ -142,15 +143,6 @@ bank_result bank_http_classify(int curl_code, long status, const char *body,
     return r;
 }
 
-/* Whether @s can stand inside a JSON string as it is: no quote, backslash or control byte. */
-static bool json_plain(const char *s)
-{
-    for (; *s; s++)
-        if (*s == '"' || *s == '\\' || (unsigned char)*s < 0x20)
-            return false;
-    return true;
-}
-
 /*
  * The transfer of @p as JSON into @buf. Every field passed payment_parse()'s
  * charsets (shared/payment.c), so it is printed as it is: no allocation per
@@ -175,7 +167,7 @@ static bool transfer_body(const payment *p, char *buf, size_t len)
 }
 
 /* The easy handle of @io with the options every request shares; false without memory. */
-static bool easy_ready(const bank_http *b, call_io *io)
+static bool easy_ready(bank_http *b, call_io *io)
 {
     if (io->easy != NULL)
         return true;
@@ -189,6 +181,7 @@ static bool easy_ready(const bank_http *b, call_io *io)
     curl_easy_setopt(io->easy, CURLOPT_WRITEDATA, io);
     curl_easy_setopt(io->easy, CURLOPT_PRIVATE, io);
     curl_easy_setopt(io->easy, CURLOPT_HTTPHEADER, io->headers);
+    curl_loop_easy(&b->loop, io->easy);
     return true;
 }
 
