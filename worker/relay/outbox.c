@@ -21,9 +21,11 @@ const db_stmt outbox_stmts[] = {
     /* the status moves only as payment_may_move() allows: a settled payment stays settled */
     {"outbox_published", PAYMENT_STATUS_SQL_PUBLISHED},
     {"outbox_unroutable", PAYMENT_STATUS_SQL_UNROUTABLE},
+    /* a nack is the broker's state (a full queue, no majority), not the row's: 1, 2, 4, then
+     * 5 s, so the backlog moves within seconds of the queue having room (docs/decisions.md, 27) */
     {"outbox_nacked",
      "UPDATE outbox SET publish_attempts = publish_attempts + 1, last_error = $2, "
-     "next_attempt_at = now() + make_interval(secs => least(60, 2 ^ least(publish_attempts, 6))) "
+     "next_attempt_at = now() + make_interval(secs => least(5, 2 ^ least(publish_attempts, 3))) "
      "WHERE id = ANY($1::bigint[]) AND state = 'pending'"},
     {"outbox_purge", "DELETE FROM outbox WHERE id IN (SELECT id FROM outbox WHERE state = "
                      "'published' AND published_at < now() - make_interval(hours => $1::int) "
