@@ -241,8 +241,10 @@ static void *committer_main(void *arg)
 
         metrics_observe(c->batch_size, (double)n);
         run_batch(db, batch, n);
+        log_hold(); /* the batch's lines (api/payments.c, accept_done()) in one write */
         for (int i = 0; i < n; i++)
             batch[i]->done(batch[i]->arg); /* the job may be freed from here on */
+        log_release();
 
         pthread_mutex_lock(&c->crew.lock);
         if (--c->in_flight > 0) /* the other batch's age is not kept: its wait starts now */

@@ -127,7 +127,15 @@ static void accept_state_free(void *arg)
 static void accept_done(void *arg)
 {
     accept_state *st = arg;
+    const payment *p = &st->job.p;
 
+    /* on the committer's thread, which holds its batch's lines for one write (api/committer.c) */
+    if (st->job.err == GW_OK && st->job.outcome == OUTCOME_ACCEPTED)
+        log_info("payment_accepted",
+                 "request_id=%s event_id=%s payment_id=%s method=%s decision=%s "
+                 "amount_cents=%" PRId64,
+                 http_request_id(st->r), p->event_id, p->payment_id, p->method, p->decision,
+                 p->amount_cents);
     http_request_resume(st->r); /* the handler runs again and answers */
 }
 
@@ -208,12 +216,7 @@ static void accept_answer(const payments_deps *d, http_request *r, const accept_
         outbox_watch_committed(d->watch);
         metrics_add(d->metrics->accepted, 1);
         metrics_observe(d->metrics->accept_seconds, http_request_age(r));
-        log_info("payment_accepted",
-                 "request_id=%s event_id=%s payment_id=%s method=%s decision=%s "
-                 "amount_cents=%" PRId64,
-                 http_request_id(r), p->event_id, p->payment_id, p->method, p->decision,
-                 p->amount_cents);
-        reply_202(r, p->payment_id, job->answer, false);
+        reply_202(r, p->payment_id, job->answer, false); /* logged by accept_done() */
         break;
     case OUTCOME_REPLAY:
         metrics_add(d->metrics->replayed, 1);

@@ -122,6 +122,55 @@ static size_t text_escape(char *out, const char *s, size_t n)
     return o;
 }
 
+/* A thread's held lines (log_hold()), written in one call by log_release(). */
+#define HOLD_MAX 32768
+static __thread char held[HOLD_MAX];
+static __thread size_t held_len;
+static __thread int holding;
+
+static void flush_held(void)
+{
+    if (held_len > 0)
+        fwrite(held, 1, held_len, stderr);
+    held_len = 0;
+}
+
+/*
+ * Put out the @len bytes of @line and a newline when @newline: at once, in one
+ * call (stdio locks the stream for it), or kept with the thread's held lines.
+ * A warning or an error never waits: it goes out with what was held before it.
+ */
+static void emit(log_level level, const char *line, size_t len, bool newline)
+{
+    size_t need = len + (newline ? 1 : 0);
+
+    if (holding > 0 && level < LOG_WARN && need <= HOLD_MAX) {
+        if (held_len + need > HOLD_MAX)
+            flush_held();
+        memcpy(held + held_len, line, len);
+        held_len += len;
+        if (newline)
+            held[held_len++] = '\n';
+        return;
+    }
+    flush_held();
+    if (newline)
+        fprintf(stderr, "%.*s\n", (int)len, line);
+    else
+        fwrite(line, 1, len, stderr);
+}
+
+void log_hold(void)
+{
+    holding++;
+}
+
+void log_release(void)
+{
+    if (holding > 0 && --holding == 0)
+        flush_held();
+}
+
 static void write_text(const log_rec *r, const char *ts, log_level level, const char *event)
 {
     char line[LOG_LINE_MAX];
@@ -156,7 +205,7 @@ static void write_text(const log_rec *r, const char *ts, log_level level, const 
         o += sizeof cut - 1;
     }
     line[o++] = '\n';
-    fwrite(line, 1, o, stderr); /* one call: stdio locks the stream for the line */
+    emit(level, line, o, false);
 }
 
 /* --- JSON --------------------------------------------------------------------------- */
@@ -237,12 +286,13 @@ static void write_json(const log_rec *r, const char *ts, log_level level, const 
         json_decref(obj);
     }
     if (line == NULL) { /* out of memory: still one line that parses */
+        flush_held();
         fprintf(stderr,
                 "{\"ts\":\"%s\",\"level\":\"%s\",\"program\":\"paygw\",\"event\":\"log_failed\"}\n",
                 ts, level_names[level]);
         return;
     }
-    fprintf(stderr, "%s\n", line); /* one fprintf: stdio locks the stream for the line */
+    emit(level, line, strlen(line), true);
     free(line);
 }
 

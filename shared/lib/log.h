@@ -37,6 +37,15 @@ bool log_enabled(log_level level);
 void log_event(log_level level, const char *event, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
+/*
+ * log_hold / log_release - the calling thread's info and debug lines between
+ * the two are written in one call at the release, instead of one write(2)
+ * each: for a loop that logs every item of a batch it has just committed.
+ * A warning or an error is written at once, after what was held. Nests.
+ */
+void log_hold(void);
+void log_release(void);
+
 /* Arguments are not evaluated when the level is off. */
 #define log_debug(ev, ...)                                                                         \
     do {                                                                                           \

@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <jansson.h>
@@ -227,6 +228,61 @@ static void test_json(void)
     free(log);
 }
 
+/* The bytes written to the capture so far (the log goes straight to the file, unbuffered). */
+static long captured(void)
+{
+    struct stat st;
+
+    return fstat(STDERR_FILENO, &st) == 0 ? (long)st.st_size : -1;
+}
+
+/* log_hold: info lines wait for the release and go out in order, in both formats; a warning
+ * goes out at once, after the lines held before it; holds nest. */
+static void test_hold(void)
+{
+    for (int json = 0; json <= 1; json++) {
+        char *log;
+        long before;
+
+        log_init("test", LOG_INFO, json ? LOG_FORMAT_JSON : LOG_FORMAT_TEXT);
+        capture_begin();
+        log_hold();
+        log_hold();
+        log_info("payment_settled", "event_id=%s n=%d", "e-1", 1);
+        log_info("payment_settled", "event_id=%s n=%d", hostile_id, 2);
+        CHECK_INT(captured(), 0);
+        log_release(); /* the inner one: still held */
+        CHECK_INT(captured(), 0);
+        log_info("payment_settled", "event_id=%s n=%d", "e-3", 3);
+        log_warn("settle_after_dead_letter", "event_id=%s", "e-4");
+        before = captured();
+        CHECK(before > 0);
+        log_info("payment_settled", "event_id=%s n=%d", "e-5", 5);
+        CHECK_INT(captured(), before);
+        log_release();
+        CHECK(captured() > before);
+        log_info("payment_settled", "event_id=%s n=%d", "e-6", 6); /* not held */
+        log = capture_end();
+        check_lines(log, json, 6);
+        for (int k = 1; k <= 6; k++) { /* in the order they were logged */
+            char mark[16];
+            const char *at;
+
+            snprintf(mark, sizeof mark, k == 4 ? "e-4" : json ? "\"n\":\"%d\"" : "n=%d", k);
+            at = strstr(log, mark);
+            if (!CHECK(at != NULL))
+                continue;
+            for (int j = 1; j < k; j++) {
+                char prev[16];
+
+                snprintf(prev, sizeof prev, j == 4 ? "e-4" : json ? "\"n\":\"%d\"" : "n=%d", j);
+                CHECK(strstr(log, prev) != NULL && strstr(log, prev) < at);
+            }
+        }
+        free(log);
+    }
+}
+
 int main(void)
 {
     TRUN(test_text_request_path);
@@ -234,5 +290,6 @@ int main(void)
     TRUN(test_text_trusted);
     TRUN(test_long_values);
     TRUN(test_json);
+    TRUN(test_hold);
     return tcheck_summary("test_log");
 }

@@ -287,6 +287,7 @@ static void settle_pending(settle *s, delivery *batch, int n)
             decide(&batch[idx[k]], VERDICT_REQUEUE); /* rolled back: nothing happened */
         return;
     }
+    log_hold(); /* the batch's lines in one write */
     for (int k = 0; k < m; k++) {
         delivery *d = &batch[idx[k]];
 
@@ -317,6 +318,7 @@ static void settle_pending(settle *s, delivery *batch, int n)
         }
         decide(d, verdict_of_outcome(items[k].outcome));
     }
+    log_release();
 }
 
 /*
