@@ -195,8 +195,14 @@ static bool authorized(api_app *app, http_request *r, route rt, const char *toke
     if (token == app->cfg->admin_token) {
         if (rt == ROUTE_SESSION && strcmp(http_request_method(r), "POST") == 0)
             return true; /* the login itself: the token comes in its body */
-        if (login_check(app->sessions, r, NULL, &csrf_missing))
+        session_view v;
+
+        if (login_check(app->sessions, r, &v, &csrf_missing)) {
+            /* the operator as authorized: request_actor() must not look the session up again,
+             * it may have ended in between */
+            http_request_set_principal(r, v.operator);
             return true;
+        }
         if (csrf_missing) {
             problem_reply(r, m, 403, "csrf-token-required", "Forbidden",
                           "a console request that changes something needs the session's "
@@ -286,19 +292,16 @@ static void handle_metrics(api_app *app, http_request *r)
 }
 
 /*
- * Who the request acts as, for the replay records: the console session's operator (copied
- * into @buf); with the bearer token, X-Actor when it is a valid name, else the credential.
+ * Who the request acts as, for the replay records: the console session's operator, as
+ * authorized() found it; with the bearer token, X-Actor when it is a valid name, else the
+ * credential.
  */
-static const char *request_actor(api_app *app, http_request *r, char *buf, size_t len)
+static const char *request_actor(http_request *r)
 {
     const char *actor = http_request_header(r, "X-Actor");
-    session_view v;
 
-    if (!bearer_ok(r, app->cfg->admin_token) &&
-        sessions_find(app->sessions, http_request_header(r, "Cookie"), &v)) {
-        snprintf(buf, len, "%s", v.operator);
-        return buf;
-    }
+    if (http_request_principal(r)[0] != '\0') /* a console session's, set by authorized() */
+        return http_request_principal(r);
     return actor != NULL && payment_id_valid(actor, strlen(actor)) ? actor : REPLAYED_BY;
 }
 
@@ -317,12 +320,10 @@ static void handle_session(api_app *app, http_request *r)
 
 static void handle_replays(api_app *app, http_request *r)
 {
-    char buf[SESSION_OPERATOR_LEN];
-
     if (strcmp(http_request_method(r), "POST") != 0)
         replay_jobs_list(app->jobs, r);
     else
-        replay_jobs_create(app->jobs, r, request_actor(app, r, buf, sizeof buf));
+        replay_jobs_create(app->jobs, r, request_actor(r));
 }
 
 void routes_handle(void *arg, http_request *r)
@@ -330,7 +331,7 @@ void routes_handle(void *arg, http_request *r)
     static const char *const to_slash[] = {"Location", UI_PATH "/", NULL};
     api_app *app = arg;
     const char *path = http_request_path(r);
-    char id[24], buf[SESSION_OPERATOR_LEN];
+    char id[24];
 
     switch (routes_match(path, id)) {
     case ROUTE_HEALTHZ:
@@ -361,7 +362,7 @@ void routes_handle(void *arg, http_request *r)
         dlq_get(app->dlq, r, id);
         return;
     case ROUTE_DLQ_REPLAY:
-        dlq_replay(app->dlq, r, id, request_actor(app, r, buf, sizeof buf));
+        dlq_replay(app->dlq, r, id, request_actor(r));
         return;
     case ROUTE_RECONCILE:
         reconcile_report(app->cfg, app->payments.pool, app->payments.metrics, r);

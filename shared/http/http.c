@@ -36,6 +36,7 @@ struct http_request {
     void *state;       /* the handler's, see http_request_set_state() */
     void (*state_free)(void *);
     char id[65];
+    char principal[65]; /* http_request_set_principal() */
 };
 
 static bool request_id_valid(const char *s)
@@ -255,6 +256,16 @@ const char *http_request_query(const http_request *r, const char *name)
 const char *http_request_id(const http_request *r)
 {
     return r->id;
+}
+
+void http_request_set_principal(http_request *r, const char *name)
+{
+    snprintf(r->principal, sizeof r->principal, "%s", name);
+}
+
+const char *http_request_principal(const http_request *r)
+{
+    return r->principal;
 }
 
 const char *http_request_body(const http_request *r, size_t *len)

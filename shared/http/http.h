@@ -63,6 +63,14 @@ double http_request_age(const http_request *r); /* seconds since the headers arr
 int http_request_status(const http_request *r); /* status answered, 0 before */
 
 /*
+ * http_request_set_principal - who the request was authenticated as, decided
+ * once when it was authorized (at most 64 bytes kept); http_request_principal()
+ * gives it back later in the same request, "" when none was set.
+ */
+void http_request_set_principal(http_request *r, const char *name);
+const char *http_request_principal(const http_request *r);
+
+/*
  * Asynchronous answers. A handler that hands the work to another thread calls
  * http_request_suspend() and returns without answering; that thread calls
  * http_request_resume() when done, and the handler runs again on an HTTP
