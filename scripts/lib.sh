@@ -4,7 +4,9 @@
 
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd -P)
 SCRIPTS="$REPO/scripts"
-RUN="${STACK_RUN:-$REPO/.run}" # a second stack (the cluster suite) sets its own
+# a second stack (the cluster suite, the bench's cluster) sets its own; a relative STACK_RUN is
+# taken from the current folder, and made absolute here
+RUN=$(realpath -m -- "${STACK_RUN:-$REPO/.run}")
 LOGDIR="$RUN/log"
 
 say() { printf '%s: %s\n' "${0##*/}" "$*"; }
@@ -31,6 +33,20 @@ pid_is() {
     pid_alive "$pid" || return 1
     cmd=$(tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null) || return 1
     [[ $cmd == *"$needle"* ]]
+}
+
+# let_postgres_reach DIR: as root, o+x on each folder above DIR that the postgres user cannot
+# traverse (a checkout under /root or /work belongs to root). DIR may be relative.
+let_postgres_reach() {
+    local d
+    d=$(realpath -m -- "$1")
+    while [[ $d != / ]]; do
+        d=$(dirname "$d")
+        if ! runuser -u postgres -- test -x "$d"; then
+            say "note: chmod o+x $d so the postgres user can reach $1"
+            chmod o+x "$d"
+        fi
+    done
 }
 
 read_pid() { [[ -s $1 ]] && head -n1 "$1" 2>/dev/null | tr -dc '0-9'; return 0; }
