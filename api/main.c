@@ -45,7 +45,7 @@
 #define HTTP_THREADS     8
 #define DB_POOL_SIZE     4 /* reads and admin; accepts go through the committer */
 #define COMMIT_MAX_BATCH 128
-#define CONNECTION_LIMIT 4000 /* with epoll, idle connections cost memory, not threads */
+#define CONNECTION_LIMIT 4000 /* a pollfd each per loop of its thread, not a thread each */
 #define PER_IP_LIMIT     1000 /* so one client's slow connections cannot take every slot */
 #define IDLE_TIMEOUT_S   30
 #define STOP_GRACE_MS    8000

@@ -199,8 +199,10 @@ gw_err http_server_start(const http_options *opt, http_server **out)
              (intptr_t)opt->threads, NULL},
             {MHD_OPTION_END, 0, NULL},
         };
+        /* poll(), not epoll: libmicrohttpd's epoll loop stalls after a wait that returned
+         * exactly 128 events (decision 28), and costs two epoll_ctl() per suspended request */
         s->daemon =
-            MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_USE_ITC |
+            MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL | MHD_USE_ITC |
                                  MHD_USE_ERROR_LOG | MHD_ALLOW_SUSPEND_RESUME,
                              0, NULL, NULL, on_request, s, MHD_OPTION_ARRAY, ops, MHD_OPTION_END);
     }

@@ -265,6 +265,99 @@ static void test_faults(void)
     thttp_resp_free(&r);
 }
 
+/*
+ * Rounds of BURST transfers over BURST kept-alive connections, all waiting when the
+ * simulator looks (it is stopped while they are sent, as a busy machine would have it): every
+ * one is answered. libmicrohttpd's epoll loop (0.9.75, and its master of 2025) waits again,
+ * with its full timeout, after an epoll_wait() that returned exactly its 128 events: such a
+ * burst sat unread until another socket spoke (in the worker: its own timeout, 2 s later).
+ * banksim/server.c runs the poll loop.
+ */
+#define BURST        128
+#define BURST_ROUNDS 4
+
+static size_t discard(char *data, size_t size, size_t n, void *user)
+{
+    (void)data;
+    (void)user;
+    return size * n;
+}
+
+static void test_bursts_of_128(void)
+{
+    CURLM *multi = curl_multi_init();
+    CURL *easy[BURST];
+    struct curl_slist *hdr[BURST];
+    char body[BURST][256], url[128];
+    int stuck = 0, wrong = 0;
+
+    snprintf(url, sizeof url, "%s/v1/transfers", base);
+    curl_multi_setopt(multi, CURLMOPT_MAXCONNECTS, (long)(2 * BURST));
+    for (int i = 0; i < BURST; i++) {
+        easy[i] = curl_easy_init();
+        hdr[i] = NULL;
+    }
+    for (int round = 0; round < BURST_ROUNDS; round++) {
+        int running = 1;
+        CURLMsg *msg;
+        int left;
+
+        if (round > 0)
+            tproc_signal(sim, SIGSTOP); /* the first round opens the connections */
+        for (int i = 0; i < BURST; i++) {
+            char key[64], idem[96];
+
+            snprintf(key, sizeof key, "burst-%d-%d", round, i);
+            snprintf(idem, sizeof idem, "Idempotency-Key: %s", key);
+            snprintf(body[i], sizeof body[i],
+                     "{\"transfer_id\":\"%s\",\"payment_id\":\"pay-%s\",\"method\":\"pix\","
+                     "\"amount_cents\":100,\"currency\":\"BRL\",\"payee\":{\"bank\":\"000\","
+                     "\"account\":\"9\"}}",
+                     key, key);
+            curl_slist_free_all(hdr[i]);
+            hdr[i] = curl_slist_append(NULL, "Content-Type: application/json");
+            hdr[i] = curl_slist_append(hdr[i], "Expect:");
+            hdr[i] = curl_slist_append(hdr[i], idem);
+            curl_easy_setopt(easy[i], CURLOPT_URL, url);
+            curl_easy_setopt(easy[i], CURLOPT_HTTPHEADER, hdr[i]);
+            curl_easy_setopt(easy[i], CURLOPT_POSTFIELDS, body[i]);
+            curl_easy_setopt(easy[i], CURLOPT_TIMEOUT_MS, 5000L);
+            curl_easy_setopt(easy[i], CURLOPT_NOSIGNAL, 1L);
+            curl_easy_setopt(easy[i], CURLOPT_WRITEFUNCTION, discard);
+            curl_multi_add_handle(multi, easy[i]);
+        }
+        for (int k = 0; round > 0 && k < 20; k++) { /* the requests go out */
+            curl_multi_perform(multi, &running);
+            curl_multi_poll(multi, NULL, 0, 5, NULL);
+        }
+        if (round > 0)
+            tproc_signal(sim, SIGCONT);
+        while (running > 0) {
+            curl_multi_perform(multi, &running);
+            if (running > 0)
+                curl_multi_poll(multi, NULL, 0, 100, NULL);
+        }
+        while ((msg = curl_multi_info_read(multi, &left)) != NULL) {
+            long status = 0;
+
+            if (msg->msg != CURLMSG_DONE)
+                continue;
+            curl_easy_getinfo(msg->easy_handle, CURLINFO_RESPONSE_CODE, &status);
+            stuck += msg->data.result == CURLE_OPERATION_TIMEDOUT;
+            wrong += msg->data.result == CURLE_OK && status != 201;
+        }
+        for (int i = 0; i < BURST; i++)
+            curl_multi_remove_handle(multi, easy[i]);
+    }
+    CHECK_INT(stuck, 0);
+    CHECK_INT(wrong, 0);
+    for (int i = 0; i < BURST; i++) {
+        curl_easy_cleanup(easy[i]);
+        curl_slist_free_all(hdr[i]);
+    }
+    curl_multi_cleanup(multi);
+}
+
 static void test_restart_remembers(void)
 {
     char before[4096], after[4096], ref1[64], ref2[64];
@@ -340,6 +433,10 @@ int main(void)
             stop();
     }
     TRUN(test_token_required);
+    if (start(NULL, false, "banksim-burst")) {
+        TRUN(test_bursts_of_128);
+        stop();
+    }
     unlink(store_path);
     thttp_global_cleanup();
     return tcheck_summary("banksim");
