@@ -8,7 +8,6 @@
 #include <string.h>
 #include <time.h>
 
-#include <jansson.h>
 #include <sodium.h>
 
 #include "shared/config.h"
@@ -16,6 +15,7 @@
 #include "shared/lib/canon.h"
 #include "shared/lib/crew.h"
 #include "shared/lib/deadline.h"
+#include "shared/lib/json_out.h"
 #include "shared/lib/log.h"
 #include "shared/lib/names.h"
 #include "shared/pg/db.h"
@@ -74,26 +74,46 @@ static const char *const outcome_names[] = {
     [OUTCOME_PAYMENT_DECIDED] = "payment_decided",
 };
 
-static json_t *job_json(const accept_job *j)
+/* @j as one element of accept_batch()'s array (sql/: its jsonb argument) */
+static void job_out(json_out *o, const accept_job *j)
 {
     uint8_t fp[CANON_FINGERPRINT_LEN];
     char hex[2 * CANON_FINGERPRINT_LEN + 1];
-    json_t *o;
 
     canon_fingerprint(j->canon, strlen(j->canon), fp);
     sodium_bin2hex(hex, sizeof hex, fp, sizeof fp);
-    o = json_pack("{s:s,s:s,s:s,s:s,s:I,s:s,s:s,s:s,s:s,s:s,s:s}", "event_id", j->p.event_id,
-                  "payment_id", j->p.payment_id, "method", j->p.method, "decision", j->p.decision,
-                  "amount_cents", (json_int_t)j->p.amount_cents, "currency", j->p.currency,
-                  "payee_bank", j->p.payee_bank, "payee_account", j->p.payee_account, "fingerprint",
-                  hex, "body", j->canon, "response", j->response);
-    if (o == NULL)
-        return NULL;
-    if (j->p.decided_at[0])
-        json_object_set_new(o, "decided_at", json_string(j->p.decided_at));
-    if (j->traceparent != NULL)
-        json_object_set_new(o, "traceparent", json_string(j->traceparent));
-    return o;
+    json_out_open(o, '{');
+    json_out_key(o, "event_id");
+    json_out_str(o, j->p.event_id);
+    json_out_key(o, "payment_id");
+    json_out_str(o, j->p.payment_id);
+    json_out_key(o, "method");
+    json_out_str(o, j->p.method);
+    json_out_key(o, "decision");
+    json_out_str(o, j->p.decision);
+    json_out_key(o, "amount_cents");
+    json_out_int(o, j->p.amount_cents);
+    json_out_key(o, "currency");
+    json_out_str(o, j->p.currency);
+    json_out_key(o, "payee_bank");
+    json_out_str(o, j->p.payee_bank);
+    json_out_key(o, "payee_account");
+    json_out_str(o, j->p.payee_account);
+    json_out_key(o, "fingerprint");
+    json_out_str(o, hex);
+    json_out_key(o, "body");
+    json_out_str(o, j->canon);
+    json_out_key(o, "response");
+    json_out_str(o, j->response);
+    if (j->p.decided_at[0]) {
+        json_out_key(o, "decided_at");
+        json_out_str(o, j->p.decided_at);
+    }
+    if (j->traceparent != NULL) {
+        json_out_key(o, "traceparent");
+        json_out_str(o, j->traceparent);
+    }
+    json_out_close(o, '}');
 }
 
 /*
@@ -104,16 +124,16 @@ static json_t *job_json(const accept_job *j)
  */
 static gw_err try_batch(db_conn *db, accept_job **jobs, int n, bool *at_commit)
 {
-    json_t *arr = json_array();
+    json_out o = {0};
     PGresult *res = NULL;
     char *text = NULL;
     gw_err err;
 
+    json_out_open(&o, '[');
     for (int i = 0; i < n; i++)
-        json_array_append_new(arr, job_json(jobs[i])); /* steals */
-    text = json_dumps(arr, JSON_COMPACT);
-    json_decref(arr);
-    if (text == NULL) {
+        job_out(&o, jobs[i]);
+    json_out_close(&o, ']');
+    if ((text = json_out_take(&o)) == NULL) {
         err = GW_ERR_NOMEM;
         goto out;
     }

@@ -5,9 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <jansson.h>
-
 #include "shared/failpoint.h"
+#include "shared/lib/json_out.h"
 #include "shared/lib/log.h"
 #include "shared/lib/names.h"
 #include "shared/payment_status.h"
@@ -108,23 +107,30 @@ static const char *const outcome_names[] = {
  */
 static gw_err try_settle(db_conn *db, inbox_item *items, const int *order, int n, bool *at_commit)
 {
-    json_t *arr = json_array();
+    json_out o = {0};
     PGresult *res = NULL;
     char *text;
     gw_err err;
 
+    json_out_open(&o, '[');
     for (int k = 0; k < n; k++) {
         const inbox_item *it = &items[order[k]];
-        json_t *o = json_pack("{s:s,s:s,s:i}", "event_id", it->p->event_id, "payment_id",
-                              it->p->payment_id, "attempt", it->attempt);
 
-        if (o != NULL && it->bank_reference != NULL && it->bank_reference[0] != '\0')
-            json_object_set_new(o, "bank_reference", json_string(it->bank_reference));
-        json_array_append_new(arr, o);
+        json_out_open(&o, '{');
+        json_out_key(&o, "event_id");
+        json_out_str(&o, it->p->event_id);
+        json_out_key(&o, "payment_id");
+        json_out_str(&o, it->p->payment_id);
+        json_out_key(&o, "attempt");
+        json_out_int(&o, it->attempt);
+        if (it->bank_reference != NULL && it->bank_reference[0] != '\0') {
+            json_out_key(&o, "bank_reference");
+            json_out_str(&o, it->bank_reference);
+        }
+        json_out_close(&o, '}');
     }
-    text = json_dumps(arr, JSON_COMPACT);
-    json_decref(arr);
-    if (text == NULL)
+    json_out_close(&o, ']');
+    if ((text = json_out_take(&o)) == NULL)
         return GW_ERR_NOMEM;
     if ((err = db_begin_batch(db, "settle_batch", text, n, &res)) != GW_OK)
         goto out;
