@@ -83,36 +83,22 @@ static void job_out(json_out *o, const accept_job *j)
     canon_fingerprint(j->canon, strlen(j->canon), fp);
     sodium_bin2hex(hex, sizeof hex, fp, sizeof fp);
     json_out_open(o, '{');
-    json_out_key(o, "event_id");
-    json_out_str(o, j->p.event_id);
-    json_out_key(o, "payment_id");
-    json_out_str(o, j->p.payment_id);
-    json_out_key(o, "method");
-    json_out_str(o, j->p.method);
-    json_out_key(o, "decision");
-    json_out_str(o, j->p.decision);
+    json_out_member(o, "event_id", j->p.event_id);
+    json_out_member(o, "payment_id", j->p.payment_id);
+    json_out_member(o, "method", j->p.method);
+    json_out_member(o, "decision", j->p.decision);
     json_out_key(o, "amount_cents");
     json_out_int(o, j->p.amount_cents);
-    json_out_key(o, "currency");
-    json_out_str(o, j->p.currency);
-    json_out_key(o, "payee_bank");
-    json_out_str(o, j->p.payee_bank);
-    json_out_key(o, "payee_account");
-    json_out_str(o, j->p.payee_account);
-    json_out_key(o, "fingerprint");
-    json_out_str(o, hex);
-    json_out_key(o, "body");
-    json_out_str(o, j->canon);
-    json_out_key(o, "response");
-    json_out_str(o, j->response);
-    if (j->p.decided_at[0]) {
-        json_out_key(o, "decided_at");
-        json_out_str(o, j->p.decided_at);
-    }
-    if (j->traceparent != NULL) {
-        json_out_key(o, "traceparent");
-        json_out_str(o, j->traceparent);
-    }
+    json_out_member(o, "currency", j->p.currency);
+    json_out_member(o, "payee_bank", j->p.payee_bank);
+    json_out_member(o, "payee_account", j->p.payee_account);
+    json_out_member(o, "fingerprint", hex);
+    json_out_member(o, "body", j->canon);
+    json_out_member(o, "response", j->response);
+    if (j->p.decided_at[0])
+        json_out_member(o, "decided_at", j->p.decided_at);
+    if (j->traceparent != NULL)
+        json_out_member(o, "traceparent", j->traceparent);
     json_out_close(o, '}');
 }
 

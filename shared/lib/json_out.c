@@ -100,6 +100,12 @@ void json_out_str(json_out *o, const char *s)
     put_quoted(o, s);
 }
 
+void json_out_member(json_out *o, const char *key, const char *value)
+{
+    json_out_key(o, key);
+    put_quoted(o, value);
+}
+
 void json_out_int(json_out *o, int64_t v)
 {
     char num[24];

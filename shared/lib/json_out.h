@@ -31,6 +31,9 @@ void json_out_key(json_out *o, const char *key);
  * control bytes escaped, everything else as it is. */
 void json_out_str(json_out *o, const char *s);
 
+/* json_out_member - a member whose value is the string @value: json_out_key(), json_out_str(). */
+void json_out_member(json_out *o, const char *key, const char *value);
+
 /* json_out_int - @v as a JSON number. */
 void json_out_int(json_out *o, int64_t v);
 

@@ -18,8 +18,7 @@ static void test_array_of_objects(void)
     json_out_open(&o, '[');
     for (int i = 0; i < 3; i++) {
         json_out_open(&o, '{');
-        json_out_key(&o, "event_id");
-        json_out_str(&o, i == 1 ? "evt-\"1\"" : "evt");
+        json_out_member(&o, "event_id", i == 1 ? "evt-\"1\"" : "evt");
         json_out_key(&o, "amount_cents");
         json_out_int(&o, i == 2 ? INT64_MIN : INT64_MAX);
         json_out_key(&o, "tags");

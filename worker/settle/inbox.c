@@ -117,16 +117,12 @@ static gw_err try_settle(db_conn *db, inbox_item *items, const int *order, int n
         const inbox_item *it = &items[order[k]];
 
         json_out_open(&o, '{');
-        json_out_key(&o, "event_id");
-        json_out_str(&o, it->p->event_id);
-        json_out_key(&o, "payment_id");
-        json_out_str(&o, it->p->payment_id);
+        json_out_member(&o, "event_id", it->p->event_id);
+        json_out_member(&o, "payment_id", it->p->payment_id);
         json_out_key(&o, "attempt");
         json_out_int(&o, it->attempt);
-        if (it->bank_reference != NULL && it->bank_reference[0] != '\0') {
-            json_out_key(&o, "bank_reference");
-            json_out_str(&o, it->bank_reference);
-        }
+        if (it->bank_reference != NULL && it->bank_reference[0] != '\0')
+            json_out_member(&o, "bank_reference", it->bank_reference);
         json_out_close(&o, '}');
     }
     json_out_close(&o, ']');
