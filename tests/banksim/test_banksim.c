@@ -289,7 +289,7 @@ static void test_bursts_of_128(void)
     CURL *easy[BURST];
     struct curl_slist *hdr[BURST];
     char body[BURST][256], url[128];
-    int stuck = 0, wrong = 0;
+    int stuck = 0, answered = 0;
 
     snprintf(url, sizeof url, "%s/v1/transfers", base);
     curl_multi_setopt(multi, CURLMOPT_MAXCONNECTS, (long)(2 * BURST));
@@ -344,13 +344,13 @@ static void test_bursts_of_128(void)
                 continue;
             curl_easy_getinfo(msg->easy_handle, CURLINFO_RESPONSE_CODE, &status);
             stuck += msg->data.result == CURLE_OPERATION_TIMEDOUT;
-            wrong += msg->data.result == CURLE_OK && status != 201;
+            answered += msg->data.result == CURLE_OK && status == 201;
         }
         for (int i = 0; i < BURST; i++)
             curl_multi_remove_handle(multi, easy[i]);
     }
     CHECK_INT(stuck, 0);
-    CHECK_INT(wrong, 0);
+    CHECK_INT(answered, BURST * BURST_ROUNDS); /* any other failure, or a transfer never ended */
     for (int i = 0; i < BURST; i++) {
         curl_easy_cleanup(easy[i]);
         curl_slist_free_all(hdr[i]);
