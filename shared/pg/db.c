@@ -340,7 +340,9 @@ gw_err db_begin(db_conn *db, const char *sql)
 
 void db_rollback(db_conn *db)
 {
-    if (PQstatus(db->pg) == CONNECTION_OK && db_exec(db, "ROLLBACK") != GW_OK)
+    /* a BEGIN sent with its first statement (db_begin_prepared()) may have opened nothing */
+    if (PQstatus(db->pg) == CONNECTION_OK && PQtransactionStatus(db->pg) != PQTRANS_IDLE &&
+        db_exec(db, "ROLLBACK") != GW_OK)
         log_warn("db_rollback_failed", "app=%s", db->app);
 }
 
@@ -354,6 +356,83 @@ PGresult *db_prepared(db_conn *db, const char *name, int n, const char *const *p
         return NULL; /* db_check() reads it as a failure */
     }
     return res;
+}
+
+/*
+ * pipelined - prepared @name sent in libpq's pipeline mode with a BEGIN before
+ * it (@begin) or a COMMIT after it (@commit): one round trip where they take
+ * two. PostgreSQL skips the COMMIT when the statement fails, so the
+ * transaction is then left aborted for db_rollback(). The statement's result;
+ * *@committed when the COMMIT succeeded. NULL when the connection broke on the
+ * way (the session is then reset).
+ */
+static PGresult *pipelined(db_conn *db, bool begin, const char *name, int n,
+                           const char *const *params, bool commit, bool *committed)
+{
+    PGresult *begun = NULL, *res = NULL, *done = NULL, *sync = NULL;
+    bool sent, whole;
+
+    *committed = false;
+    if (!PQenterPipelineMode(db->pg))
+        return NULL;
+    sent = (!begin || PQsendQueryParams(db->pg, "BEGIN", 0, NULL, NULL, NULL, NULL, 0)) &&
+           PQsendQueryPrepared(db->pg, name, n, params, NULL, NULL, 0) &&
+           (!commit || PQsendQueryParams(db->pg, "COMMIT", 0, NULL, NULL, NULL, NULL, 0)) &&
+           PQpipelineSync(db->pg);
+    if (sent) {
+        begun = begin ? await_result(db, DB_WAIT_MS) : NULL;
+        res = await_result(db, DB_WAIT_MS);
+        done = commit ? await_result(db, DB_COMMIT_WAIT_MS) : NULL;
+        sync = await_result(db, DB_WAIT_MS);
+    }
+    /* an error in the BEGIN aborts the statement: its result then says so */
+    whole = (!begin || begun != NULL) && res != NULL && (!commit || done != NULL) &&
+            PQresultStatus(sync) == PGRES_PIPELINE_SYNC;
+    *committed = whole && commit && PQresultStatus(done) == PGRES_COMMAND_OK;
+    PQclear(begun);
+    PQclear(done);
+    PQclear(sync);
+    if (!PQexitPipelineMode(db->pg) || !whole) {
+        /* results still on the way: the session is in no state to reuse */
+        PQclear(res);
+        db->ready = false;
+        return NULL;
+    }
+    return res;
+}
+
+PGresult *db_begin_prepared(db_conn *db, const char *name, int n, const char *const *params)
+{
+    bool committed;
+    PGresult *res = db->pg ? pipelined(db, true, name, n, params, false, &committed) : NULL;
+
+    /* like db_begin(): a connection that died while idle is noticed here. Nothing can have
+     * committed (no COMMIT was sent), so once more on a fresh one is safe. */
+    if (PQstatus(db->pg) != CONNECTION_OK || !db->ready) {
+        PQclear(res);
+        res =
+            db_ensure(db) == GW_OK ? pipelined(db, true, name, n, params, false, &committed) : NULL;
+    }
+    sync_wait_ended(db); /* nothing commits here */
+    return res;
+}
+
+gw_err db_prepared_commit(db_conn *db, const char *name, int n, const char *const *params)
+{
+    bool committed = false;
+    PGresult *res = db->pg ? pipelined(db, false, name, n, params, true, &committed) : NULL;
+    gw_err err = db_check(res, PGRES_COMMAND_OK, name);
+
+    PQclear(res);
+    if (err == GW_OK && !committed) {
+        log_warn("db_commit_failed", "app=%s stmt=%s", db->app, name);
+        err = GW_ERR_DB;
+    }
+    if (sync_wait_ended(db)) {
+        log_warn("db_outcome_unknown", "app=%s stmt=%s", db->app, name);
+        err = GW_ERR_DB;
+    }
+    return err;
 }
 
 gw_err db_check_schema(db_conn *db)
@@ -423,10 +502,7 @@ gw_err db_begin_batch(db_conn *db, const char *name, const char *json, int n, PG
     const char *params[1] = {json};
     gw_err err;
 
-    *res = NULL;
-    if ((err = db_begin(db, NULL)) != GW_OK)
-        return err;
-    *res = db_prepared(db, name, 1, params);
+    *res = db_begin_prepared(db, name, 1, params);
     if ((err = db_check(*res, PGRES_TUPLES_OK, name)) == GW_OK && PQntuples(*res) == n)
         return GW_OK;
     PQclear(*res);

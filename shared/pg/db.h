@@ -132,6 +132,25 @@ void db_rollback(db_conn *db);
 PGresult *db_prepared(db_conn *db, const char *name, int n, const char *const *params);
 
 /*
+ * db_begin_prepared - BEGIN and prepared statement @name in one round trip;
+ * its result as db_prepared() returns it (NULL when the connection is gone).
+ * The transaction is open whatever the statement's outcome, unless the BEGIN
+ * itself failed: db_commit() or db_rollback() ends it. Reconnects once, as
+ * db_begin() does.
+ */
+PGresult *db_begin_prepared(db_conn *db, const char *name, int n, const char *const *params);
+
+/*
+ * db_prepared_commit - prepared command @name, then COMMIT, in one round trip:
+ * the COMMIT runs only if the command succeeded. GW_OK when both did; on an
+ * error the transaction is left for db_rollback(); a COMMIT that failed or
+ * whose wait for the standby was cancelled is GW_ERR_DB (an unknown outcome,
+ * as with db_commit()).
+ */
+GW_MUSTCHECK gw_err db_prepared_commit(db_conn *db, const char *name, int n,
+                                       const char *const *params);
+
+/*
  * db_prepared_rows - run prepared command @name with the integer parameters
  * @a and @b (the retention purges: an age and a batch limit); *@rows is how
  * many rows it changed (for "SELECT f($1, $2)", the one integer f returns),
@@ -140,7 +159,7 @@ PGresult *db_prepared(db_conn *db, const char *name, int n, const char *const *p
 GW_MUSTCHECK gw_err db_prepared_rows(db_conn *db, const char *name, int a, int b, long *rows);
 
 /*
- * db_begin_batch - BEGIN, then run prepared function @name on @json (one
+ * db_begin_batch - BEGIN with prepared function @name on @json (one
  * parameter: the batch as a JSON array of @n items), which answers a row per
  * item. GW_OK with the transaction still open and *@res owned by the caller
  * (PQclear); otherwise it is rolled back and *@res is NULL.

@@ -43,6 +43,7 @@ static const fp_case cases[] = {
     {"api.before_commit", TF_API, 10, 80},           /* hit per committed batch */
     {"api.after_commit", TF_API, 10, 80},            /* per accepted request */
     {"relay.after_publish", TF_RELAY, 10, 40},       /* per published batch */
+    {"relay.before_commit", TF_RELAY, 10, 40},       /* per published batch, before its marks */
     {"worker.before_commit", TF_WORKER, 10, 40},     /* per settled batch */
     {"worker.after_commit", TF_WORKER, 10, 40},      /* per consumed batch */
     {"worker.after_retry_publish", TF_WORKER, 2, 0}, /* per retry copy */
@@ -167,11 +168,12 @@ int main(int argc, char **argv)
         if (strcmp(argv[1], cases[i].point) == 0)
             c = &cases[i];
     if (c == NULL) {
-        fprintf(stderr,
-                "usage: %s POINT (api.before_commit, api.after_commit, "
-                "relay.after_publish, worker.before_commit, worker.after_commit, "
-                "worker.after_retry_publish)\n",
-                argv[0]);
+        fprintf(
+            stderr,
+            "usage: %s POINT (api.before_commit, api.after_commit, "
+            "relay.after_publish, relay.before_commit, worker.before_commit, worker.after_commit, "
+            "worker.after_retry_publish)\n",
+            argv[0]);
         return 2;
     }
     snprintf(name, sizeof name, "fault-%s", c->point);

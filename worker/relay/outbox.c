@@ -36,7 +36,7 @@ const db_stmt outbox_stmts[] = {
 };
 const size_t outbox_nstmts = sizeof outbox_stmts / sizeof outbox_stmts[0];
 
-gw_err outbox_claim(db_conn *db, int limit, outbox_batch **out)
+gw_err outbox_begin_claim(db_conn *db, int limit, outbox_batch **out)
 {
     char lim[16];
     const char *params[1] = {lim};
@@ -46,7 +46,7 @@ gw_err outbox_claim(db_conn *db, int limit, outbox_batch **out)
     if (b == NULL)
         return GW_ERR_NOMEM;
     snprintf(lim, sizeof lim, "%d", limit);
-    b->res = db_prepared(db, "outbox_claim", 1, params);
+    b->res = db_begin_prepared(db, "outbox_claim", 1, params);
     if ((err = db_check(b->res, PGRES_TUPLES_OK, "outbox_claim")) != GW_OK) {
         outbox_batch_free(b);
         return err;
@@ -115,44 +115,61 @@ char *outbox_id_array(const outbox_row *rows, size_t n, outbox_fate fate, bool *
     return s;
 }
 
-static gw_err exec_ids(db_conn *db, const char *stmt, const char *ids, const char *why)
-{
-    const char *params[2] = {ids, why};
-    PGresult *res = db_prepared(db, stmt, why ? 2 : 1, params);
-    gw_err err = db_check(res, PGRES_COMMAND_OK, stmt);
+/* a mark: prepared @stmt on @ids (and @why); the last one of a batch carries the COMMIT */
+typedef struct mark {
+    const char *stmt;
+    char *ids;
+    const char *why;
+} mark;
 
+static gw_err exec_mark(db_conn *db, const mark *m, bool commit)
+{
+    const char *params[2] = {m->ids, m->why};
+    int n = m->why ? 2 : 1;
+    PGresult *res;
+    gw_err err;
+
+    if (commit)
+        return db_prepared_commit(db, m->stmt, n, params);
+    res = db_prepared(db, m->stmt, n, params);
+    err = db_check(res, PGRES_COMMAND_OK, m->stmt);
     PQclear(res);
     return err;
 }
 
-gw_err outbox_mark(db_conn *db, const outbox_batch *b)
+gw_err outbox_mark_commit(db_conn *db, const outbox_batch *b)
 {
-    char *ids = NULL;
-    bool oom = false;
+    mark *marks = calloc(b->n + 2, sizeof *marks);
+    size_t n = 0;
+    bool oom = marks == NULL;
     gw_err err = GW_OK;
 
-    ids = outbox_id_array(b->rows, b->n, OUTBOX_CONFIRMED, &oom);
-    if (ids != NULL)
-        err = exec_ids(db, "outbox_published", ids, NULL);
-    free(ids);
-    if (err != GW_OK || oom)
-        return oom ? GW_ERR_NOMEM : err;
-
-    ids = outbox_id_array(b->rows, b->n, OUTBOX_NACKED, &oom);
-    if (ids != NULL)
-        err = exec_ids(db, "outbox_nacked", ids, "not confirmed by the broker");
-    free(ids);
-    if (err != GW_OK || oom)
-        return oom ? GW_ERR_NOMEM : err;
-
-    for (size_t i = 0; i < b->n && err == GW_OK; i++) {
-        char id[24];
-
+    if (!oom && (marks[n].ids = outbox_id_array(b->rows, b->n, OUTBOX_CONFIRMED, &oom)) != NULL)
+        marks[n++].stmt = "outbox_published";
+    if (!oom && (marks[n].ids = outbox_id_array(b->rows, b->n, OUTBOX_NACKED, &oom)) != NULL) {
+        marks[n].why = "not confirmed by the broker";
+        marks[n++].stmt = "outbox_nacked";
+    }
+    for (size_t i = 0; i < b->n && !oom; i++) {
         if (b->rows[i].fate != OUTBOX_RETURNED)
             continue;
-        snprintf(id, sizeof id, "%" PRId64, b->rows[i].id);
-        err = exec_ids(db, "outbox_unroutable", id, b->rows[i].why);
+        if ((marks[n].ids = malloc(24)) == NULL) {
+            oom = true;
+            break;
+        }
+        snprintf(marks[n].ids, 24, "%" PRId64, b->rows[i].id);
+        marks[n].why = b->rows[i].why;
+        marks[n++].stmt = "outbox_unroutable";
     }
+    if (oom)
+        err = GW_ERR_NOMEM;
+    for (size_t i = 0; i < n && err == GW_OK; i++)
+        err = exec_mark(db, &marks[i], i + 1 == n);
+    if (err == GW_OK && n == 0)
+        err = db_commit(db); /* nothing to mark: every row unsettled */
+    for (size_t i = 0; marks != NULL && i < n + 1; i++)
+        free(marks[i].ids);
+    free(marks);
     return err;
 }
 

@@ -46,24 +46,27 @@ extern const db_stmt outbox_stmts[];
 extern const size_t outbox_nstmts;
 
 /*
- * outbox_claim - inside the caller's transaction, lock up to @limit due
- * pending rows in id order (FOR UPDATE SKIP LOCKED: relays side by side take
- * different rows). On GW_OK *@out is a new batch owned by the caller
- * (outbox_batch_free()), possibly empty.
+ * outbox_begin_claim - open a transaction and lock up to @limit due pending
+ * rows in id order (FOR UPDATE SKIP LOCKED: relays side by side take different
+ * rows), in one round trip. On GW_OK *@out is a new batch owned by the caller
+ * (outbox_batch_free()), possibly empty, and the transaction is open; on an
+ * error the caller rolls back.
  */
-GW_MUSTCHECK gw_err outbox_claim(db_conn *db, int limit, outbox_batch **out);
+GW_MUSTCHECK gw_err outbox_begin_claim(db_conn *db, int limit, outbox_batch **out);
 void outbox_batch_free(outbox_batch *b); /* accepts NULL */
 
 size_t outbox_batch_len(const outbox_batch *b);
 outbox_row *outbox_batch_row(outbox_batch *b, size_t i); /* borrowed */
 
 /*
- * outbox_mark - write every row's fate in the claiming transaction: confirmed
- * rows published (payment accepted -> published), returned rows unroutable
- * (payment -> unroutable with the reply), nacked rows pushed back with a
- * back-off. Unsettled rows are left as they are. The caller COMMITs.
+ * outbox_mark_commit - write every row's fate in the claiming transaction and
+ * commit it: confirmed rows published (payment accepted -> published),
+ * returned rows unroutable (payment -> unroutable with the reply), nacked rows
+ * pushed back with a back-off; unsettled rows are left as they are. The last
+ * mark and the COMMIT go in one round trip (db_prepared_commit()). On an
+ * error the caller rolls back.
  */
-GW_MUSTCHECK gw_err outbox_mark(db_conn *db, const outbox_batch *b);
+GW_MUSTCHECK gw_err outbox_mark_commit(db_conn *db, const outbox_batch *b);
 
 /* outbox_purge - delete up to @limit published rows older than @hours; the count in *@deleted. */
 GW_MUSTCHECK gw_err outbox_purge(db_conn *db, int hours, int limit, long *deleted);

@@ -72,9 +72,7 @@ gw_err relay_lane_start(relay_lane *l, mq_conn *mq, int limit, size_t *claimed)
     gw_err err;
 
     *claimed = 0;
-    if ((err = db_begin(l->db, NULL)) != GW_OK)
-        return err;
-    if ((err = outbox_claim(l->db, limit, &b)) != GW_OK) {
+    if ((err = outbox_begin_claim(l->db, limit, &b)) != GW_OK) {
         db_rollback(l->db);
         return err;
     }
@@ -194,9 +192,10 @@ gw_err relay_lane_finish(relay_lane *l, bool timed_out)
             row->fate = OUTBOX_UNSETTLED; /* connection lost: published again later */
         }
     }
+    /* relay.before_commit comes before the marks now: they and the COMMIT are one round trip */
     if ((err = failpoint_hit("relay.after_publish")) == GW_OK &&
-        (err = outbox_mark(l->db, l->b)) == GW_OK &&
-        (err = failpoint_hit("relay.before_commit")) == GW_OK && (err = db_commit(l->db)) == GW_OK)
+        (err = failpoint_hit("relay.before_commit")) == GW_OK &&
+        (err = outbox_mark_commit(l->db, l->b)) == GW_OK)
         count_fates(l);
     else
         db_rollback(l->db); /* nothing marked: every row stays pending */
