@@ -1,4 +1,5 @@
-/* worker/relay/relay.c - one batch at a time: claim, publish all, collect confirms, mark, COMMIT */
+/* worker/relay/relay.c - two lanes of batches: claim, publish all, collect confirms, mark, COMMIT
+ */
 #include "worker/relay/relay.h"
 
 #include <poll.h>
@@ -12,10 +13,10 @@
 #include "shared/lib/backoff.h"
 #include "shared/lib/log.h"
 #include "shared/mq_topology.h"
-#include "shared/outbox.h"
 #include "shared/pg/db.h"
 #include "worker/relay/outbox.h"
 #include "worker/relay/relay_lane.h"
+#include "worker/relay/wakeup.h"
 
 #define HOUSEKEEPING_S 60
 #define BACKLOG_S      2
@@ -27,11 +28,13 @@
 struct relay {
     const gw_config *cfg;
     health *health;
-    relay_lane *lanes[LANES]; /* lanes[0]'s connection also LISTENs and does housekeeping */
+    relay_lane *lanes[LANES]; /* lanes[0]'s connection also does housekeeping */
     db_conn *db;              /* borrowed from lanes[0] */
+    relay_wakeup *wake;       /* the LISTEN session */
+    bool woken;               /* a NOTIFY came (or may have been lost): claim */
+    time_t wake_tried;        /* the last attempt to open the LISTEN session */
     int oldest;               /* the lane whose batch went out first */
     mq_conn *mq;
-    bool listening;
     relay_metrics m;
     metric *backlog, *oldest_age, *purged, *rearmed, *blocked, *overlapped;
     metric *queue_messages[2], *queue_consumers[2]; /* [0] settlement, [1] its DLQ */
@@ -119,7 +122,8 @@ static void drop_db(relay *r)
         r->lanes[i] = NULL;
     }
     r->db = NULL;
-    r->listening = false;
+    relay_wakeup_close(r->wake);
+    r->wake = NULL;
     health_set_db(r->health, false);
 }
 
@@ -162,21 +166,24 @@ static gw_err connect_db(relay *r)
 
     /* A busy lane is inside its batch's transaction, which db_ensure() would roll back (its
      * rows unlocked, claimed again by the other lane): its own statements find a lost server. */
-    if (r->db != NULL && r->listening && (any_busy(r) || db_ensure(r->db) == GW_OK))
-        return GW_OK;
-    for (int i = 0; i < LANES; i++) {
-        if (r->lanes[i] == NULL &&
-            (err = relay_lane_open(r->cfg->database_url, &r->m, &r->lanes[i])) != GW_OK)
-            return err;
-        if ((err = db_ensure(relay_lane_db(r->lanes[i]))) != GW_OK)
-            return err;
+    if (r->db == NULL || (!any_busy(r) && db_ensure(r->db) != GW_OK)) {
+        for (int i = 0; i < LANES; i++) {
+            if (r->lanes[i] == NULL &&
+                (err = relay_lane_open(r->cfg->database_url, &r->m, &r->lanes[i])) != GW_OK)
+                return err;
+            if ((err = db_ensure(relay_lane_db(r->lanes[i]))) != GW_OK)
+                return err;
+        }
+        r->db = relay_lane_db(r->lanes[0]);
+        health_set_db(r->health, true);
     }
-    r->db = relay_lane_db(r->lanes[0]);
-    /* after every reconnect: a LISTEN does not survive its session */
-    if ((err = db_exec(r->db, "LISTEN " OUTBOX_NOTIFY_CHANNEL)) != GW_OK)
-        return err;
-    r->listening = true;
-    health_set_db(r->health, true);
+    /* without its LISTEN session the relay still polls (RELAY_POLL_MS), and tries again here
+     * once a second */
+    if (r->wake == NULL && time(NULL) != r->wake_tried) {
+        r->wake_tried = time(NULL);
+        if (relay_wakeup_open(r->cfg->database_url, &r->wake) == GW_OK)
+            r->woken = true; /* what was notified while no one listened */
+    }
     return GW_OK;
 }
 
@@ -260,13 +267,16 @@ static long confirm_wait_ms(relay *r, relay_lane *old, volatile sig_atomic_t *st
  * COMMIT). While one lane waits for its confirms, the other's rows are already
  * published. *@more says a full batch was claimed (more may be waiting).
  */
-static gw_err relay_cycle(relay *r, volatile sig_atomic_t *stop, bool *more)
+/*
+ * start_lanes - start a batch in every idle lane while the claims come back
+ * full (unless stopping or blocked). *@more says a full batch was claimed.
+ */
+static gw_err start_lanes(relay *r, volatile sig_atomic_t *stop, bool *more)
 {
-    relay_lane *old;
     size_t claimed;
     gw_err err;
 
-    *more = false;
+    r->woken = false; /* these claims see every row committed before them */
     for (int i = 0; i < LANES && !*stop && !mq_blocked(r->mq); i++) {
         int k = (r->oldest + i) % LANES;
         bool beside = any_busy(r);
@@ -284,6 +294,57 @@ static gw_err relay_cycle(relay *r, volatile sig_atomic_t *stop, bool *more)
         if (!*more)
             break; /* the outbox is drained: another lane would claim nothing */
     }
+    return GW_OK;
+}
+
+/*
+ * take_wakeup - the NOTIFYs that arrived; a broken LISTEN session is closed
+ * (connect_db() opens a new one) and counts as a wake-up.
+ */
+static void take_wakeup(relay *r)
+{
+    bool woken = false;
+
+    if (relay_wakeup_take(r->wake, &woken) != GW_OK) {
+        relay_wakeup_close(r->wake);
+        r->wake = NULL;
+        woken = true;
+    }
+    r->woken |= woken;
+}
+
+/*
+ * wait_event - the next broker event within @timeout_ms, or a NOTIFY, which
+ * starts the idle lane at once: rows committed while a batch waits for its
+ * confirms go out beside it. GW_ERR_RETRY when nothing came from the broker.
+ */
+static gw_err wait_event(relay *r, int timeout_ms, volatile sig_atomic_t *stop, bool *more)
+{
+    struct pollfd fds[2];
+    gw_err err;
+
+    /* frames rabbitmq-c has already read sit where poll() cannot see them */
+    if (r->wake == NULL || mq_has_queued(r->mq))
+        return pump_event(r, timeout_ms);
+    fds[0] = (struct pollfd){mq_fd(r->mq), POLLIN, 0};
+    fds[1] = (struct pollfd){relay_wakeup_fd(r->wake), POLLIN, 0};
+    if (poll(fds, 2, timeout_ms) <= 0)
+        return GW_ERR_RETRY; /* a timeout, or EINTR: the caller looks at the clock and the stop */
+    if (fds[1].revents)
+        take_wakeup(r);
+    if (r->woken && (err = start_lanes(r, stop, more)) != GW_OK)
+        return err;
+    return fds[0].revents ? pump_event(r, 1) : GW_ERR_RETRY;
+}
+
+static gw_err relay_cycle(relay *r, volatile sig_atomic_t *stop, bool *more)
+{
+    relay_lane *old;
+    gw_err err;
+
+    *more = false;
+    if ((err = start_lanes(r, stop, more)) != GW_OK)
+        return err;
     old = r->lanes[r->oldest];
     if (!relay_lane_busy(old)) {
         if (mq_blocked(r->mq))
@@ -298,7 +359,7 @@ static gw_err relay_cycle(relay *r, volatile sig_atomic_t *stop, bool *more)
             finish_all(r, true);
             return GW_ERR_MQ;
         }
-        err = pump_event(r, (int)left);
+        err = wait_event(r, (int)left, stop, more);
         if (err != GW_OK && err != GW_ERR_RETRY)
             return err; /* drop_mq() keeps what was acked so far */
     }
@@ -376,22 +437,10 @@ static gw_err queue_counts(relay *r)
 /* Wait for a NOTIFY, a broker frame, or the polling fallback, whichever comes first. */
 static gw_err wait_for_work(relay *r)
 {
-    struct pollfd fds[2] = {{PQsocket(db_pg(r->db)), POLLIN, 0}, {mq_fd(r->mq), POLLIN, 0}};
-    PGnotify *n;
+    struct pollfd fds[2] = {{r->wake ? relay_wakeup_fd(r->wake) : -1, POLLIN, 0},
+                            {mq_fd(r->mq), POLLIN, 0}};
     gw_err err;
-    bool woken = false;
 
-    /*
-     * A NOTIFY sent while our batch transaction was open is delivered at its
-     * COMMIT: libpq read it off the socket with the COMMIT's answer, so poll()
-     * would not see it. PQnotifies() parses what is buffered without reading.
-     */
-    while ((n = PQnotifies(db_pg(r->db))) != NULL) {
-        PQfreemem(n);
-        woken = true;
-    }
-    if (woken)
-        return GW_OK;
     if (poll(fds, 2, RELAY_POLL_MS) < 0)
         return GW_OK; /* EINTR: the loop checks the stop flag */
     if (fds[1].revents) {
@@ -400,12 +449,8 @@ static gw_err wait_for_work(relay *r)
         if (err == GW_ERR_MQ)
             return err;
     }
-    if (fds[0].revents) {
-        if (!PQconsumeInput(db_pg(r->db)))
-            return GW_ERR_DB;
-        while ((n = PQnotifies(db_pg(r->db))) != NULL)
-            PQfreemem(n); /* one wake-up is enough, however many came */
-    }
+    if (fds[0].revents)
+        take_wakeup(r);
     return GW_OK;
 }
 
@@ -445,7 +490,7 @@ void relay_run(relay *r, volatile sig_atomic_t *stop)
             continue;
         }
         backoff_reset(&bo);
-        if (more || any_busy(r))
+        if (more || any_busy(r) || r->woken)
             continue;
         housekeeping(r);
         if (queue_counts(r) == GW_ERR_MQ) {
