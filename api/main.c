@@ -27,6 +27,7 @@
 #include <string.h>
 #include <sys/resource.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <curl/curl.h>
 
@@ -42,7 +43,13 @@
 #include "shared/pg/db.h"
 #include "shared/pg/db_pool.h"
 
-#define HTTP_THREADS     8
+/*
+ * libmicrohttpd's event threads: one per core, 2 to 8. Each wakes for the events of its own
+ * connections; with more threads than cores they mostly wake each other (8 on 2 cores cost
+ * 165 us of API CPU per payment at 1,500/s, 2 cost 140; docs/decisions.md, 29).
+ */
+#define HTTP_THREADS_MIN 2
+#define HTTP_THREADS_MAX 8
 #define DB_POOL_SIZE     4 /* reads and admin; accepts go through the committer */
 #define COMMIT_MAX_BATCH 128
 #define CONNECTION_LIMIT 4000 /* a pollfd each per loop of its thread, not a thread each */
@@ -50,6 +57,15 @@
 #define IDLE_TIMEOUT_S   30
 #define STOP_GRACE_MS    8000
 #define STARTUP_WAIT_S   30
+
+static int http_threads(void)
+{
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+
+    return cores < HTTP_THREADS_MIN   ? HTTP_THREADS_MIN
+           : cores > HTTP_THREADS_MAX ? HTTP_THREADS_MAX
+                                      : (int)cores;
+}
 
 /* The soft limit on open files, raised towards @want (up to the hard limit). */
 static void raise_fd_limit(rlim_t want)
@@ -132,7 +148,7 @@ int main(void)
         goto cleanup;
 
     opt.listen = cfg->api_listen;
-    opt.threads = HTTP_THREADS;
+    opt.threads = http_threads();
     opt.connection_limit = CONNECTION_LIMIT;
     opt.per_ip_limit = PER_IP_LIMIT;
     opt.timeout_s = IDLE_TIMEOUT_S;
