@@ -181,7 +181,7 @@ static gw_err connect_db(relay *r)
      * once a second */
     if (r->wake == NULL && time(NULL) != r->wake_tried) {
         r->wake_tried = time(NULL);
-        if (relay_wakeup_open(r->cfg->database_url, &r->wake) == GW_OK)
+        if (relay_wakeup_open(r->cfg->database_url, outbox_stmts, outbox_nstmts, &r->wake) == GW_OK)
             r->woken = true; /* what was notified while no one listened */
     }
     return GW_OK;
@@ -376,19 +376,29 @@ static gw_err relay_cycle(relay *r, volatile sig_atomic_t *stop, bool *more)
     return err;
 }
 
+/*
+ * housekeeping - the backlog gauges and the rearm every BACKLOG_S, the purge
+ * every HOUSEKEEPING_S, on the LISTEN session: a relay that always has a lane
+ * in flight (at its limit) must still report its backlog and purge. Without
+ * that session, on the first lane's, between batches.
+ */
 static void housekeeping(relay *r)
 {
     time_t now = time(NULL);
     long pending = 0, deleted = 0, rearmed = 0;
     double age = 0;
+    db_conn *db = r->wake ? relay_wakeup_db(r->wake) : any_busy(r) ? NULL : r->db;
+
+    if (db == NULL)
+        return;
 
     if (now >= r->next_backlog) {
         r->next_backlog = now + BACKLOG_S;
-        if (outbox_backlog(r->db, &pending, &age) == GW_OK) {
+        if (outbox_backlog(db, &pending, &age) == GW_OK) {
             metrics_set(r->backlog, (double)pending);
             metrics_set(r->oldest_age, age);
         }
-        if (outbox_rearm(r->db, r->cfg->retry_lost_after_s, PURGE_LIMIT, &rearmed) == GW_OK &&
+        if (outbox_rearm(db, r->cfg->retry_lost_after_s, PURGE_LIMIT, &rearmed) == GW_OK &&
             rearmed > 0) {
             metrics_add(r->rearmed, (uint64_t)rearmed);
             log_warn("retry_copies_rearmed", "payments=%ld after_s=%d", rearmed,
@@ -398,14 +408,16 @@ static void housekeeping(relay *r)
     if (now >= r->next_housekeeping) {
         r->next_housekeeping = now + HOUSEKEEPING_S;
         /* small batches: a big DELETE would hold locks the accepts need */
-        if (outbox_purge(r->db, r->cfg->outbox_retention_hours, PURGE_LIMIT, &deleted) == GW_OK &&
+        if (outbox_purge(db, r->cfg->outbox_retention_hours, PURGE_LIMIT, &deleted) == GW_OK &&
             deleted > 0) {
             metrics_add(r->purged, (uint64_t)deleted);
             log_info("outbox_purged", "rows=%ld retention_hours=%d", deleted,
                      r->cfg->outbox_retention_hours);
-            r->next_housekeeping = now; /* more may be left */
+            r->next_housekeeping = any_busy(r) ? now + 1 : now; /* more may be left */
         }
     }
+    if (r->wake != NULL && db == relay_wakeup_db(r->wake))
+        take_wakeup(r); /* what the statements read along */
 }
 
 /*
@@ -490,9 +502,9 @@ void relay_run(relay *r, volatile sig_atomic_t *stop)
             continue;
         }
         backoff_reset(&bo);
+        housekeeping(r);
         if (more || any_busy(r) || r->woken)
             continue;
-        housekeeping(r);
         if (queue_counts(r) == GW_ERR_MQ) {
             drop_mq(r);
             continue;

@@ -4,20 +4,19 @@
 #include <stdlib.h>
 
 #include "shared/outbox.h"
-#include "shared/pg/db.h"
 
 struct relay_wakeup {
     db_conn *db;
 };
 
-gw_err relay_wakeup_open(const char *url, relay_wakeup **out)
+gw_err relay_wakeup_open(const char *url, const db_stmt *stmts, size_t n, relay_wakeup **out)
 {
     relay_wakeup *w = calloc(1, sizeof *w);
     gw_err err;
 
     if (w == NULL)
         return GW_ERR_NOMEM;
-    if ((err = db_open(url, "payments-relay-wakeup", NULL, 0, false, &w->db)) != GW_OK ||
+    if ((err = db_open(url, "payments-relay-wakeup", stmts, n, false, &w->db)) != GW_OK ||
         (err = db_exec(w->db, "LISTEN " OUTBOX_NOTIFY_CHANNEL)) != GW_OK) {
         relay_wakeup_close(w);
         return err;
@@ -32,6 +31,11 @@ void relay_wakeup_close(relay_wakeup *w)
         return;
     db_close(w->db);
     free(w);
+}
+
+db_conn *relay_wakeup_db(relay_wakeup *w)
+{
+    return w->db;
 }
 
 int relay_wakeup_fd(relay_wakeup *w)

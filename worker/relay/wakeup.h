@@ -5,6 +5,7 @@
 #include <stdbool.h>
 
 #include "shared/lib/err.h"
+#include "shared/pg/db.h"
 
 /*
  * A session that only LISTENs. The lanes' sessions spend their time inside
@@ -15,9 +16,18 @@
  */
 typedef struct relay_wakeup relay_wakeup;
 
-/* relay_wakeup_open - connect and LISTEN on the outbox channel. */
-GW_MUSTCHECK gw_err relay_wakeup_open(const char *url, relay_wakeup **out);
+/*
+ * relay_wakeup_open - connect, prepare @stmts (borrowed) and LISTEN on the
+ * outbox channel. The session is never inside a batch, so the relay's
+ * housekeeping runs on it too, whether the lanes are busy or not.
+ */
+GW_MUSTCHECK gw_err relay_wakeup_open(const char *url, const db_stmt *stmts, size_t n,
+                                      relay_wakeup **out);
 void relay_wakeup_close(relay_wakeup *w); /* accepts NULL */
+
+/* relay_wakeup_db - the session, borrowed: a statement run on it may read notifications
+ * into libpq's buffer, where poll() cannot see them (relay_wakeup_take() finds them). */
+db_conn *relay_wakeup_db(relay_wakeup *w);
 
 /* relay_wakeup_fd - the socket to poll() for POLLIN. */
 int relay_wakeup_fd(relay_wakeup *w);
