@@ -367,12 +367,12 @@ PGresult *db_prepared(db_conn *db, const char *name, int n, const char *const *p
  * way (the session is then reset).
  */
 static PGresult *pipelined(db_conn *db, bool begin, const char *name, int n,
-                           const char *const *params, bool commit, bool *committed)
+                           const char *const *params, bool commit, bool *began, bool *committed)
 {
     PGresult *begun = NULL, *res = NULL, *done = NULL, *sync = NULL;
     bool sent, whole;
 
-    *committed = false;
+    *began = *committed = false;
     if (!PQenterPipelineMode(db->pg))
         return NULL;
     sent = (!begin || PQsendQueryParams(db->pg, "BEGIN", 0, NULL, NULL, NULL, NULL, 0)) &&
@@ -388,6 +388,7 @@ static PGresult *pipelined(db_conn *db, bool begin, const char *name, int n,
     /* an error in the BEGIN aborts the statement: its result then says so */
     whole = (!begin || begun != NULL) && res != NULL && (!commit || done != NULL) &&
             PQresultStatus(sync) == PGRES_PIPELINE_SYNC;
+    *began = begin && PQresultStatus(begun) == PGRES_COMMAND_OK;
     *committed = whole && commit && PQresultStatus(done) == PGRES_COMMAND_OK;
     PQclear(begun);
     PQclear(done);
@@ -403,15 +404,17 @@ static PGresult *pipelined(db_conn *db, bool begin, const char *name, int n,
 
 PGresult *db_begin_prepared(db_conn *db, const char *name, int n, const char *const *params)
 {
-    bool committed;
-    PGresult *res = db->pg ? pipelined(db, true, name, n, params, false, &committed) : NULL;
+    bool began = false, committed;
+    PGresult *res = db->pg ? pipelined(db, true, name, n, params, false, &began, &committed) : NULL;
 
-    /* like db_begin(): a connection that died while idle is noticed here. Nothing can have
-     * committed (no COMMIT was sent), so once more on a fresh one is safe. */
-    if (PQstatus(db->pg) != CONNECTION_OK || !db->ready) {
+    /* like db_begin(): a connection that died while idle is noticed by its BEGIN, and then
+     * nothing ran, so once more on a fresh one is safe. A statement that ran and broke the
+     * session (cut after its wait) is not run a second time. */
+    if (!began && (PQstatus(db->pg) != CONNECTION_OK || !db->ready)) {
         PQclear(res);
-        res =
-            db_ensure(db) == GW_OK ? pipelined(db, true, name, n, params, false, &committed) : NULL;
+        res = db_ensure(db) == GW_OK
+                  ? pipelined(db, true, name, n, params, false, &began, &committed)
+                  : NULL;
     }
     sync_wait_ended(db); /* nothing commits here */
     return res;
@@ -419,8 +422,8 @@ PGresult *db_begin_prepared(db_conn *db, const char *name, int n, const char *co
 
 gw_err db_prepared_commit(db_conn *db, const char *name, int n, const char *const *params)
 {
-    bool committed = false;
-    PGresult *res = db->pg ? pipelined(db, false, name, n, params, true, &committed) : NULL;
+    bool began, committed = false;
+    PGresult *res = db->pg ? pipelined(db, false, name, n, params, true, &began, &committed) : NULL;
     gw_err err = db_check(res, PGRES_COMMAND_OK, name);
 
     PQclear(res);

@@ -1,5 +1,4 @@
-/* worker/relay/relay.c - two lanes of batches: claim, publish all, collect confirms, mark, COMMIT
- */
+/* worker/relay/relay.c - two lanes of batches: claim, publish, confirms, mark, COMMIT */
 #include "worker/relay/relay.h"
 
 #include <poll.h>
@@ -28,7 +27,7 @@
 struct relay {
     const gw_config *cfg;
     health *health;
-    relay_lane *lanes[LANES]; /* lanes[0]'s connection also does housekeeping */
+    relay_lane *lanes[LANES]; /* lanes[0]'s connection: housekeeping without a LISTEN session */
     db_conn *db;              /* borrowed from lanes[0] */
     relay_wakeup *wake;       /* the LISTEN session */
     bool woken;               /* a NOTIFY came (or may have been lost): claim */
@@ -261,13 +260,6 @@ static long confirm_wait_ms(relay *r, relay_lane *old, volatile sig_atomic_t *st
 }
 
 /*
- * relay_cycle - keep both lanes going: start a batch in every idle lane while
- * the claims come back full (unless stopping or blocked), then read confirms
- * until the oldest lane's batch is settled or given up, and finish it (marks,
- * COMMIT). While one lane waits for its confirms, the other's rows are already
- * published. *@more says a full batch was claimed (more may be waiting).
- */
-/*
  * start_lanes - start a batch in every idle lane while the claims come back
  * full (unless stopping or blocked). *@more says a full batch was claimed.
  */
@@ -337,6 +329,13 @@ static gw_err wait_event(relay *r, int timeout_ms, volatile sig_atomic_t *stop, 
     return fds[0].revents ? pump_event(r, 1) : GW_ERR_RETRY;
 }
 
+/*
+ * relay_cycle - keep both lanes going: start a batch in every idle lane while
+ * the claims come back full (unless stopping or blocked), then read confirms
+ * until the oldest lane's batch is settled or given up, and finish it (marks,
+ * COMMIT). While one lane waits for its confirms, the other's rows are already
+ * published. *@more says a full batch was claimed (more may be waiting).
+ */
 static gw_err relay_cycle(relay *r, volatile sig_atomic_t *stop, bool *more)
 {
     relay_lane *old;
