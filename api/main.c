@@ -35,6 +35,7 @@
 #include "api/committer.h"
 #include "api/outbox_watch.h"
 #include "api/routes.h"
+#include "shared/amqp/mq.h"
 #include "shared/config.h"
 #include "shared/failpoint.h"
 #include "shared/http/http.h"
@@ -111,6 +112,7 @@ int main(void)
 
     log_init("payments-api", cfg->log_level, cfg->log_format);
     failpoint_init(cfg->failpoints);
+    mq_set_heartbeat(cfg->amqp_heartbeat_s); /* the admin DLQ's connections */
     if (!token_init()) {
         log_error("crypto_init_failed", "library=libsodium");
         return 1;

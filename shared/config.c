@@ -222,6 +222,7 @@ static int load_endpoints(unsigned need, gw_config *c, FILE *errs)
     c->amqp_cacert = env_str("AMQP_CACERT");
     if (c->amqp_cacert != NULL && !check_readable_file(errs, "AMQP_CACERT", c->amqp_cacert))
         bad++;
+    bad += !env_int(errs, "AMQP_HEARTBEAT_S", 10, 1, 600, &c->amqp_heartbeat_s);
 
     s = env_str("API_LISTEN");
     if (!config_parse_listen(s ? s : "127.0.0.1:8080", &c->api_listen)) {

@@ -36,6 +36,7 @@ typedef struct gw_config {
     const char *database_url; /* borrowed from the environment */
     const char *amqp_url;
     const char *amqp_cacert; /* a readable file; NULL: the system's CA bundle */
+    int amqp_heartbeat_s;    /* the heartbeat each connection asks for (the broker may lower it) */
     listen_addr api_listen;
     listen_addr metrics_listen; /* .set false: no metrics server */
     const char *api_token;

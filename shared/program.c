@@ -1,6 +1,7 @@
 /* shared/program.c - the frame the relay and the worker share: start-up, health server, stop */
 #include "shared/program.h"
 
+#include "shared/amqp/mq.h"
 #include "shared/failpoint.h"
 #include "shared/lib/backoff.h"
 #include "shared/lib/log.h"
@@ -16,6 +17,7 @@ bool program_begin(program *p, const char *name, const gw_config *cfg, volatile 
     p->health = NULL;
     log_init(name, cfg->log_level, cfg->log_format);
     failpoint_init(cfg->failpoints);
+    mq_set_heartbeat(cfg->amqp_heartbeat_s);
     if (!sig_install_stop(stop) || !backoff_seed())
         return false;
     if (db_wait_schema(cfg->database_url, name, STARTUP_WAIT_S) != GW_OK)

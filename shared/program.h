@@ -16,7 +16,7 @@ typedef struct program {
 } program;
 
 /*
- * program_begin - logs and failpoints from @cfg, SIGTERM/SIGINT setting
+ * program_begin - logs, failpoints and the AMQP heartbeat from @cfg, SIGTERM/SIGINT setting
  * *@stop, randomness for back-off jitter, a schema at this build's version
  * (waiting for it a while), and an empty metric registry. False: exit 1.
  */

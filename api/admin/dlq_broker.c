@@ -22,7 +22,7 @@ struct dlq_broker {
  * two missed ones the broker closes it, and the next admin call would fail on it. An
  * idle connection is replaced before use instead.
  */
-#define IDLE_REOPEN_S MQ_HEARTBEAT_S
+#define IDLE_REOPEN_S mq_heartbeat()
 
 static time_t now_s(void)
 {

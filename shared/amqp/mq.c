@@ -34,6 +34,18 @@ static atomic_int preferred_node;
 
 /* set once by mq_metrics_attach(), before any connection; NULL: not counted */
 static metric *node_gauge, *connects;
+/* set once by mq_set_heartbeat(), before any connection */
+static int heartbeat_s = 10;
+
+void mq_set_heartbeat(int seconds)
+{
+    heartbeat_s = seconds;
+}
+
+int mq_heartbeat(void)
+{
+    return heartbeat_s;
+}
 
 void mq_metrics_attach(metrics *m)
 {
@@ -97,7 +109,7 @@ static gw_err mq_login(mq_conn *c, const struct amqp_connection_info *info)
     props[1].value.value.bytes = mq_bytes(c->name);
     table.num_entries = 2;
     table.entries = props;
-    return mq_check(amqp_login_with_properties(c->state, info->vhost, 0, 131072, MQ_HEARTBEAT_S,
+    return mq_check(amqp_login_with_properties(c->state, info->vhost, 0, 131072, heartbeat_s,
                                                &table, AMQP_SASL_METHOD_PLAIN, info->user,
                                                info->password),
                     "login");
@@ -458,6 +470,19 @@ gw_err mq_next_event(mq_conn *c, int timeout_ms, mq_event *ev)
     default:
         return GW_OK;
     }
+}
+
+gw_err mq_keepalive(mq_conn *c)
+{
+    mq_event ev;
+    gw_err err;
+
+    if (c == NULL)
+        return GW_ERR_MQ;
+    /* a zero wait still sends a due heartbeat: rabbitmq-c does so before it reads */
+    while ((err = mq_next_event(c, 0, &ev)) == GW_OK)
+        ;
+    return err == GW_ERR_RETRY ? GW_OK : err;
 }
 
 static long ms_since(const struct timespec *t0)

@@ -11,8 +11,7 @@
 #include "shared/lib/err.h"
 #include "shared/lib/metrics.h"
 
-#define MQ_CHANNEL     1
-#define MQ_HEARTBEAT_S 10
+#define MQ_CHANNEL 1
 
 typedef struct mq_conn mq_conn;
 
@@ -37,6 +36,12 @@ int mq_url_count(const char *urls);
 bool mq_url_at(const char *urls, int i, char *buf, size_t len);
 /* mq_metrics_attach - count connections and show the node in @m (call once, at start-up). */
 void mq_metrics_attach(metrics *m);
+/*
+ * mq_set_heartbeat - the heartbeat, in seconds, the connections opened from now on ask for
+ * (AMQP_HEARTBEAT_S; 10 until called). Call at start-up, before any connection.
+ */
+void mq_set_heartbeat(int seconds);
+int mq_heartbeat(void);
 /* mq_node - the 1-based position in the list of the node @c is connected to; 0 when closed. */
 int mq_node(const mq_conn *c);
 void mq_close(mq_conn *c); /* closes politely when it can; accepts NULL */
@@ -101,6 +106,15 @@ typedef struct mq_event {
  * when the channel or connection closed (reconnect).
  */
 GW_MUSTCHECK gw_err mq_next_event(mq_conn *c, int timeout_ms, mq_event *ev);
+
+/*
+ * mq_keepalive - for a connection nobody reads while it idles (the worker's retry
+ * publisher): read, without waiting, whatever the broker sent (its heartbeats, late
+ * confirms, which are dropped) and send our heartbeat when it is due. Call it at least
+ * once per heartbeat interval; else the broker closes the connection after three
+ * intervals and the next publish on it fails. GW_ERR_MQ: it is closed (reopen it).
+ */
+GW_MUSTCHECK gw_err mq_keepalive(mq_conn *c);
 
 /*
  * mq_publish_confirmed_many - mq_publish() each of the @n messages, then wait up to

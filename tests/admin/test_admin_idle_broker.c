@@ -13,7 +13,7 @@
 
 #include "tests/admin/tadmin.h"
 
-#define IDLE_MS 35000 /* past the broker's two missed heartbeats (MQ_HEARTBEAT_S is 10) */
+#define IDLE_MS 35000 /* past the broker's two missed heartbeats (AMQP_HEARTBEAT_S is 10) */
 
 static te2e t;
 static tapi api;

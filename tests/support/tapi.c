@@ -15,6 +15,7 @@ const char *const tapi_config_vars[] = {
     "DATABASE_URL",
     "AMQP_URL",
     "AMQP_CACERT",
+    "AMQP_HEARTBEAT_S",
     "API_LISTEN",
     "METRICS_LISTEN",
     "API_TOKEN",

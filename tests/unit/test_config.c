@@ -73,6 +73,7 @@ static void test_defaults(void)
     CHECK_INT(c.commit_threads, 2);
     CHECK(c.amqp_cacert == NULL); /* the system's CA bundle */
     CHECK_INT(c.outbox_retention_hours, 24);
+    CHECK_INT(c.amqp_heartbeat_s, 10);
     CHECK_INT(c.inbox_retention_days, 30);
     CHECK_INT(c.relay_slo_seconds, 60);
     CHECK(c.bank_sim_rules == NULL);
@@ -91,6 +92,7 @@ static const char *const every_var[][2] = {
     {"QUEUE_TYPE", "quorum"},
     {"OUTBOX_MAX_BACKLOG", "3"},
     {"OUTBOX_RETENTION_HOURS", "48"},
+    {"AMQP_HEARTBEAT_S", "4"},
     {"BANK_SIM_RULES", "001/*:down"},
     {"LOG_LEVEL", "debug"},
     {"LOG_FORMAT", "json"},
@@ -123,6 +125,7 @@ static void test_values_are_read(void)
     CHECK_INT(c.queue_type, QUEUE_QUORUM);
     CHECK_INT(c.outbox_max_backlog, 3);
     CHECK_INT(c.outbox_retention_hours, 48);
+    CHECK_INT(c.amqp_heartbeat_s, 4);
     CHECK_STR(c.bank_sim_rules, "001/*:down");
     CHECK_INT(c.log_level, LOG_DEBUG);
     CHECK_INT(c.log_format, LOG_FORMAT_JSON);
@@ -204,6 +207,8 @@ static void test_each_bad_variable_is_named(void)
     expect_bad("OUTBOX_MAX_BACKLOG", "10x", "OUTBOX_MAX_BACKLOG", NULL);
     expect_bad("OUTBOX_MAX_BACKLOG", "99999999999999999999999", "OUTBOX_MAX_BACKLOG", NULL);
     expect_bad("OUTBOX_RETENTION_HOURS", "0", "OUTBOX_RETENTION_HOURS", NULL);
+    expect_bad("AMQP_HEARTBEAT_S", "0", "AMQP_HEARTBEAT_S", NULL);
+    expect_bad("AMQP_HEARTBEAT_S", "601", "AMQP_HEARTBEAT_S", NULL);
     expect_bad("INBOX_RETENTION_DAYS", "0", "INBOX_RETENTION_DAYS", NULL);
     expect_bad("RELAY_SLO_SECONDS", "soon", "RELAY_SLO_SECONDS", NULL);
     expect_bad("LOG_LEVEL", "loud", "LOG_LEVEL", NULL);

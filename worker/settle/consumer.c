@@ -15,6 +15,7 @@ struct consumer {
     health *health;
     mq_conn *consumer;  /* deliveries only */
     mq_conn *publisher; /* retry copies, in confirm mode: its confirms never mix with deliveries */
+    time_t kept_alive_at; /* CLOCK_MONOTONIC second of the last consumer_keepalive() */
     metric *delivered, *redelivered, *acked, *requeued, *processing_seconds;
 };
 
@@ -73,9 +74,16 @@ gw_err consumer_connect(consumer *c)
     amqp_connection_state_t st;
     gw_err err;
 
-    if (c->consumer != NULL && mq_fd(c->consumer) >= 0 && c->publisher != NULL &&
-        mq_fd(c->publisher) >= 0)
-        return GW_OK;
+    if (c->consumer != NULL && mq_fd(c->consumer) >= 0) {
+        if (c->publisher != NULL && mq_fd(c->publisher) >= 0)
+            return GW_OK;
+        /* only the retry publisher is gone: the deliveries in hand stay ours */
+        mq_close(c->publisher);
+        c->publisher = NULL;
+        if (mq_open(c->cfg->amqp_url, c->cfg->amqp_cacert, "payments-worker-retry", true,
+                    &c->publisher) == GW_OK)
+            return GW_OK;
+    }
     consumer_drop(c);
     if ((err = mq_open(c->cfg->amqp_url, c->cfg->amqp_cacert, "payments-worker", false,
                        &c->consumer)) != GW_OK ||
@@ -97,6 +105,21 @@ gw_err consumer_connect(consumer *c)
 fail:
     consumer_drop(c);
     return err;
+}
+
+void consumer_keepalive(consumer *c)
+{
+    struct timespec now;
+
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    if (c->publisher == NULL || now.tv_sec == c->kept_alive_at)
+        return;
+    c->kept_alive_at = now.tv_sec;
+    if (mq_keepalive(c->publisher) != GW_OK) {
+        log_warn("mq_retry_publisher_lost", "action=reopen");
+        mq_close(c->publisher);
+        c->publisher = NULL; /* consumer_connect() opens it again */
+    }
 }
 
 /* A frame that is not a delivery: a cancel, a close, or something to ignore. */

@@ -49,7 +49,8 @@ void consumer_set_health(consumer *c, health *h);
 /*
  * consumer_connect - unless both are up: the consumer connection (topology,
  * basic.qos WORKER_PREFETCH, basic.consume with manual ack) and the
- * confirm-mode connection for retry copies. On failure both are closed.
+ * confirm-mode connection for retry copies. When only the latter is down, only it
+ * is opened again. On failure both are closed.
  */
 GW_MUSTCHECK gw_err consumer_connect(consumer *c);
 
@@ -58,6 +59,15 @@ void consumer_drop(consumer *c);
 
 /* consumer_retry_publisher - the confirm-mode connection for retry copies (borrowed). */
 mq_conn *consumer_retry_publisher(consumer *c);
+
+/*
+ * consumer_keepalive - call it every turn of the loop: once a second it answers the
+ * broker's heartbeats on the retry publisher, which nothing else reads while no payment
+ * is retried (else the broker closes it after three heartbeat intervals, and the next
+ * retry copy would fail on it). A connection found closed is dropped; consumer_connect()
+ * opens it again without touching the deliveries in hand.
+ */
+void consumer_keepalive(consumer *c);
 
 /*
  * consumer_receive - wait up to 1 s for a first delivery (the bounded wait is

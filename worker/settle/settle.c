@@ -507,6 +507,7 @@ void settle_run(settle *s, volatile sig_atomic_t *stop)
             continue;
         }
         backoff_reset(&bo);
+        consumer_keepalive(s->mq);
         housekeeping(s, &next_housekeeping);
         if (consume_batch(s, &db_bo, stop) != GW_OK) {
             forget_open(s);
