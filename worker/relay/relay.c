@@ -13,14 +13,10 @@
 #include "shared/lib/log.h"
 #include "shared/mq_topology.h"
 #include "shared/pg/db.h"
+#include "worker/relay/chores.h"
 #include "worker/relay/outbox.h"
 #include "worker/relay/relay_lane.h"
 #include "worker/relay/wakeup.h"
-
-#define HOUSEKEEPING_S 60
-#define BACKLOG_S      2
-#define QUEUES_S       5 /* the broker's counts for paygw_queue_messages and _consumers */
-#define PURGE_LIMIT    1000
 
 #define LANES 2
 
@@ -35,16 +31,12 @@ struct relay {
     int oldest;               /* the lane whose batch went out first */
     mq_conn *mq;
     relay_metrics m;
-    metric *backlog, *oldest_age, *purged, *rearmed, *blocked, *overlapped;
-    metric *queue_messages[2], *queue_consumers[2]; /* [0] settlement, [1] its DLQ */
-    time_t next_housekeeping, next_backlog, next_queues;
+    relay_chores *chores;
+    metric *blocked, *overlapped;
     long unblocked_ms; /* when the broker last lifted a block: confirm timeouts count from here */
     long blocked_ms;   /* when the current block began */
     long stop_ms;      /* when the stop was first seen; 0 before */
 };
-
-/* The queues whose depth and consumers the relay reports, in the order of the gauges. */
-static const char *const watched_queues[2] = {MQ_QUEUE_SETTLEMENT, MQ_QUEUE_DLQ};
 
 static long now_ms(void)
 {
@@ -81,29 +73,14 @@ gw_err relay_new(const gw_config *cfg, metrics *m, health *h, relay **out)
         metrics_histogram(m, "paygw_relay_confirm_duration_seconds", NULL,
                           "From the first publish of a batch to its last confirm.",
                           metrics_latency_bounds, metrics_latency_nbounds);
-    r->backlog = metrics_gauge(m, "paygw_outbox_backlog", NULL, "Unpublished outbox rows.");
-    r->oldest_age = metrics_gauge(m, "paygw_outbox_oldest_pending_age_seconds", NULL,
-                                  "Age of the oldest unpublished outbox row.");
-    r->purged = metrics_counter(m, "paygw_relay_outbox_purged_total", NULL,
-                                "Published outbox rows deleted after the retention.");
-    r->rearmed =
-        metrics_counter(m, "paygw_relay_retries_rearmed_total", NULL,
-                        "Retry copies that never came back, published again from the outbox.");
     r->overlapped = metrics_counter(
         m, "paygw_relay_batches_overlapped_total", NULL,
         "Batches published while another lane's batch was still waiting for its confirms.");
     r->blocked = metrics_gauge(m, "paygw_relay_broker_blocked", NULL,
                                "1 while the broker blocks publishing (memory or disk alarm).");
-    for (int i = 0; i < 2; i++) {
-        char labels[64];
-
-        snprintf(labels, sizeof labels, "queue=\"%s\"", watched_queues[i]);
-        r->queue_messages[i] =
-            metrics_gauge(m, "paygw_queue_messages", labels,
-                          "Ready messages in the queue (passive queue.declare, every 5 s).");
-        r->queue_consumers[i] =
-            metrics_gauge(m, "paygw_queue_consumers", labels,
-                          "Consumers of the queue (passive queue.declare, every 5 s).");
+    if (relay_chores_new(cfg, m, &r->chores) != GW_OK) {
+        free(r);
+        return GW_ERR_NOMEM;
     }
     *out = r;
     return GW_OK;
@@ -148,6 +125,7 @@ void relay_free(relay *r)
         return;
     drop_db(r);
     drop_mq(r);
+    relay_chores_free(r->chores);
     free(r);
 }
 
@@ -376,68 +354,28 @@ static gw_err relay_cycle(relay *r, volatile sig_atomic_t *stop, bool *more)
 }
 
 /*
- * housekeeping - the backlog gauges and the rearm every BACKLOG_S, the purge
- * every HOUSEKEEPING_S, on the LISTEN session: a relay that always has a lane
- * in flight (at its limit) must still report its backlog and purge. Without
- * that session, on the first lane's, between batches.
+ * housekeeping - the chores that are due (chores.h), on the LISTEN session: a
+ * relay that always has a lane in flight (at its limit) must still report its
+ * backlog and purge. Without that session, on the first lane's, between batches.
  */
 static void housekeeping(relay *r)
 {
-    time_t now = time(NULL);
-    long pending = 0, deleted = 0, rearmed = 0;
-    double age = 0;
     db_conn *db = r->wake ? relay_wakeup_db(r->wake) : any_busy(r) ? NULL : r->db;
 
     if (db == NULL)
         return;
-
-    if (now >= r->next_backlog) {
-        r->next_backlog = now + BACKLOG_S;
-        if (outbox_backlog(db, &pending, &age) == GW_OK) {
-            metrics_set(r->backlog, (double)pending);
-            metrics_set(r->oldest_age, age);
-        }
-        if (outbox_rearm(db, r->cfg->retry_lost_after_s, PURGE_LIMIT, &rearmed) == GW_OK &&
-            rearmed > 0) {
-            metrics_add(r->rearmed, (uint64_t)rearmed);
-            log_warn("retry_copies_rearmed", "payments=%ld after_s=%d", rearmed,
-                     r->cfg->retry_lost_after_s);
-        }
-    }
-    if (now >= r->next_housekeeping) {
-        r->next_housekeeping = now + HOUSEKEEPING_S;
-        /* small batches: a big DELETE would hold locks the accepts need */
-        if (outbox_purge(db, r->cfg->outbox_retention_hours, PURGE_LIMIT, &deleted) == GW_OK &&
-            deleted > 0) {
-            metrics_add(r->purged, (uint64_t)deleted);
-            log_info("outbox_purged", "rows=%ld retention_hours=%d", deleted,
-                     r->cfg->outbox_retention_hours);
-            r->next_housekeeping = any_busy(r) ? now + 1 : now; /* more may be left */
-        }
-    }
+    relay_chores_db(r->chores, db, any_busy(r));
     if (r->wake != NULL && db == relay_wakeup_db(r->wake))
         take_wakeup(r); /* what the statements read along */
 }
 
-/*
- * queue_counts - every QUEUES_S, between batches, ask the broker for the depth
- * and the consumers of the settlement queue and its DLQ. GW_ERR_MQ: reconnect.
- */
+/* queue_counts - the broker's counts when due, between batches. GW_ERR_MQ: reconnect. */
 static gw_err queue_counts(relay *r)
 {
-    time_t now = time(NULL);
-    uint32_t messages, consumers;
     gw_err err;
 
-    if (now < r->next_queues)
-        return GW_OK;
-    r->next_queues = now + QUEUES_S;
-    for (int i = 0; i < 2; i++) {
-        if ((err = mq_queue_counts(r->mq, watched_queues[i], &messages, &consumers)) != GW_OK)
-            return err;
-        metrics_set(r->queue_messages[i], messages);
-        metrics_set(r->queue_consumers[i], consumers);
-    }
+    if ((err = relay_chores_queues(r->chores, r->mq)) != GW_OK)
+        return err;
     /* a connection.blocked that came during the RPCs is queued where poll() cannot see it */
     while (mq_has_queued(r->mq))
         if ((err = pump_event(r, 1)) == GW_ERR_MQ)
