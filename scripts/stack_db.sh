@@ -159,6 +159,7 @@ postgresql:
     checkpoint_timeout: 15min
     checkpoint_completion_target: 0.9
     wal_compression: lz4
+    backend_flush_after: 256kB
     log_checkpoints: 'on'
     log_autovacuum_min_duration: 1s
     log_min_duration_statement: 500ms
