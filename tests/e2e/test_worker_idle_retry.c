@@ -9,7 +9,8 @@
  * AMQP_HEARTBEAT_S=1 the worker idles for 6 s, then a payment to a bank that fails once
  * must be retried on the first try: settled with attempts 2, no failed retry publish, no
  * reconnect (paygw_amqp_connects_total stays at the two connections of the start) and
- * two deliveries, not three.
+ * two deliveries, not three. The relay idles as long on its publisher (it answers heartbeats
+ * as the broker sends them) and publishes the payment on its first connection too.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -35,7 +36,7 @@ static void run(void)
     const char *api_extra[] = {amqp_env, NULL};
     tprog relay = {0}, worker = {0};
     tapi a = {0};
-    double connects;
+    double connects, relay_connects;
     thttp_resp r;
     json_t *o;
     char *body, *s;
@@ -47,6 +48,8 @@ static void run(void)
         goto stop;
     connects = tprog_metric(&worker, "paygw_amqp_connects_total");
     CHECK(connects == 2); /* the consumer and the retry publisher */
+    relay_connects = tprog_metric(&relay, "paygw_amqp_connects_total");
+    CHECK(relay_connects >= 1);
     printf("worker connected (%g connections); idle for %d ms\n", connects, IDLE_MS);
     tproc_sleep_ms(IDLE_MS);
 
@@ -69,6 +72,7 @@ static void run(void)
     CHECK_INT(tproc_log_count(worker.proc, "event=mq_publish_failed"), 0);
     CHECK_INT(tproc_log_count(worker.proc, "event=payment_retrying"), 1);
     CHECK(tprog_metric(&worker, "paygw_amqp_connects_total") == connects);
+    CHECK(tprog_metric(&relay, "paygw_amqp_connects_total") == relay_connects);
     CHECK_INT(tprog_metric(&worker, "paygw_worker_delivered_total"), 2);
     CHECK_INT(tprog_metric(&worker, "paygw_worker_settled_total"), 1);
     CHECK_INT(tdb_long(e.db, "SELECT count(*) FROM ledger_entries", NULL), 2);
