@@ -1,8 +1,8 @@
 -- bench/history.sql - a database that has lived (scripts/bench --history N): :n settled
 -- payments spread over the last 30 days, with their rows as the retention rules leave them:
--- every payment, its inbox row (INBOX_RETENTION_DAYS 30) and its two ledger lines; the
--- idempotency records of the last 7 days; the outbox rows of the last 24 hours
--- (OUTBOX_RETENTION_HOURS). Set-based: one INSERT ... SELECT per table. Ids start with hist-.
+-- every payment (with its fingerprint: the payment row is the idempotency record, sql/0018),
+-- its inbox row (INBOX_RETENTION_DAYS 30) and its two ledger lines; the outbox rows of the last
+-- 24 hours (OUTBOX_RETENTION_HOURS). Set-based: one INSERT ... SELECT per table. Ids start with hist-.
 --   psql -v n=N -f bench/history.sql
 \set ON_ERROR_STOP on
 BEGIN;
@@ -31,13 +31,6 @@ SELECT h.id, h.id, e.account, e.side, h.amount, h.at + interval '20 ms'
 
 INSERT INTO inbox (event_id, payment_id, attempt, processed_at)
 SELECT id, id, 1, at + interval '20 ms' FROM h ORDER BY at;
-
-INSERT INTO idempotency_keys (event_id, fingerprint, payment_id, response_status, response_body,
-                              created_at, expires_at)
-SELECT id, decode(md5(id), 'hex'), id, 202,
-       json_build_object('event_id', id, 'payment_id', id, 'status', 'accepted')::text,
-       at, at + interval '7 days'
-  FROM h WHERE at > now() - interval '7 days' ORDER BY at;
 
 INSERT INTO outbox (event_id, payment_id, routing_key, body, state, publish_attempts,
                     next_attempt_at, created_at, published_at)

@@ -231,19 +231,29 @@ static void accept_row_by_row(PGconn *c, const accept_item *items, int n, char *
 }
 
 /*
- * expire_some - on both sides alike: the idempotency records of three events of
- * generation @gen are gone (the purge's DELETE), and of every other one the
- * payment row forgets its fingerprint (a row from before sql/0011).
+ * expire_some - on both sides alike, for three events of generation @gen: the event
+ * gets the idempotency record a build before sql/0018 wrote beside its payment, or
+ * loses it again (the purge's DELETE); of every other one the payment row forgets its
+ * fingerprint (a row from before sql/0011).
  */
 static void expire_some(PGconn *ca, PGconn *cb, int gen)
 {
-    char sql[256];
+    char sql[320];
 
     for (int i = 0; i < 3; i++) {
         int e = rand() % EVENTS;
 
-        snprintf(sql, sizeof sql, "DELETE FROM idempotency_keys WHERE event_id = 'g%d-ev-%d'", gen,
-                 e);
+        if (rand() % 2)
+            snprintf(sql, sizeof sql,
+                     "INSERT INTO idempotency_keys (event_id, fingerprint, payment_id, "
+                     "response_status, response_body) SELECT event_id, fingerprint, payment_id, "
+                     "202, payment_accepted_body(event_id, payment_id) FROM payments "
+                     "WHERE event_id = 'g%d-ev-%d' AND fingerprint IS NOT NULL "
+                     "ON CONFLICT DO NOTHING",
+                     gen, e);
+        else
+            snprintf(sql, sizeof sql, "DELETE FROM idempotency_keys WHERE event_id = 'g%d-ev-%d'",
+                     gen, e);
         exec_ok(ca, sql);
         exec_ok(cb, sql);
         if (i % 2 == 1) {

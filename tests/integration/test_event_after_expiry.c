@@ -2,8 +2,10 @@
  * tests/integration/test_event_after_expiry.c - an event_id whose idempotency
  * record has expired still gets a definite answer
  *
- * The records are expired in SQL and removed by payments-api's own purge
- * (api/key_expiry.c, on the watcher thread, once a minute). Then the same event_id must be
+ * Since sql/0018 an accept writes no record beside the payment row: the row is the record.
+ * The records an older build wrote are made here in SQL, then expired in SQL and removed by
+ * payments-api's own purge (api/key_expiry.c, on the watcher thread, once a minute). Then the
+ * same event_id must be
  * a replay when the content is the same (202, Idempotent-Replayed, the body
  * rebuilt from the payment row) and 422 idempotency-key-reused when it is not;
  * never a 503 that the client would retry forever. A unique violation that no
@@ -116,6 +118,14 @@ static void test_accept_then_expire(void)
             snprintf(first_d, sizeof first_d, "%s", r.body);
         thttp_resp_free(&r);
     }
+    /* the payment row is the record (sql/0018): no idempotency_keys row */
+    CHECK_INT(tdb_long(db, "SELECT count(*) FROM idempotency_keys", NULL), 0);
+    /* the records a build before sql/0018 wrote beside each payment */
+    CHECK(tdb_exec(db,
+                   "INSERT INTO idempotency_keys (event_id, fingerprint, payment_id, "
+                   "response_status, response_body) SELECT event_id, fingerprint, payment_id, "
+                   "202, payment_accepted_body(event_id, payment_id) FROM payments",
+                   NULL));
     /* evt-d stands for a payment accepted before the payment row kept its fingerprint */
     CHECK(tdb_exec(db, "UPDATE payments SET fingerprint = NULL WHERE event_id = 'evt-d'", NULL));
 

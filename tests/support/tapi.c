@@ -281,10 +281,11 @@ void tapi_check_rows_at(const char *file, int line, tdb *db, const char *event_i
     static const char *const tables[] = {"payments", "outbox", "idempotency_keys"};
     char sql[128];
 
+    /* the payment row is the idempotency record (sql/0018): an accept writes no other */
     for (size_t i = 0; i < sizeof tables / sizeof tables[0]; i++) {
         tcheck_context("%s:%d: %s rows of %s", file, line, tables[i], event_id);
         snprintf(sql, sizeof sql, "SELECT count(*) FROM %s WHERE event_id = $1", tables[i]);
-        CHECK_INT(tdb_long(db, sql, event_id, NULL), n);
+        CHECK_INT(tdb_long(db, sql, event_id, NULL), i < 2 ? n : 0);
     }
     tcheck_context_clear();
 }

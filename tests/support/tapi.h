@@ -104,7 +104,8 @@ bool tapi_check_problem_at(const char *file, int line, const thttp_resp *r, long
 void tapi_check_accepted_at(const char *file, int line, const thttp_resp *r, const char *event_id,
                             const char *payment_id, bool replay);
 
-/* CHECK_ROWS - @db has @n rows of @event_id in payments, outbox and idempotency_keys (three). */
+/* CHECK_ROWS - @db has @n rows of @event_id in payments and outbox, and none in idempotency_keys
+ * (the payment row is the record since sql/0018; three checks). */
 #define CHECK_ROWS(db, event_id, n) tapi_check_rows_at(__FILE__, __LINE__, (db), (event_id), (n))
 void tapi_check_rows_at(const char *file, int line, tdb *db, const char *event_id, long long n);
 
