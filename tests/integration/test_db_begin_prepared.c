@@ -7,7 +7,8 @@
  * transaction that only db_commit() commits (a statement sent alone commits at
  * its Sync), a failed statement leaves a transaction db_rollback() ends on a
  * connection that stays usable, and a session that died while idle is
- * reconnected once.
+ * reconnected once. A statement that ran and then lost its session is not run
+ * a second time: its effects outside the transaction (a sequence, a wait) would be.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,6 +20,8 @@
 
 static const db_stmt stmts[] = {
     {"put", "INSERT INTO t (k) VALUES ($1::int) RETURNING k"},
+    /* runs, then ends its own session: the sequence counts how often it ran */
+    {"cut", "SELECT nextval('ran'), pg_terminate_backend(pg_backend_pid())"},
 };
 
 static tdb *t;
@@ -41,9 +44,11 @@ static long long rows_with(const char *k)
 static void run(void)
 {
     db_conn *db = NULL;
+    PGresult *res;
 
     if (!CHECK(tdb_exec(t, "CREATE TABLE t (k int PRIMARY KEY)", NULL)) ||
-        !CHECK(db_open(tdb_url(t), "test_db_begin_prepared", stmts, 1, false, &db) == GW_OK))
+        !CHECK(tdb_exec(t, "CREATE SEQUENCE ran", NULL)) ||
+        !CHECK(db_open(tdb_url(t), "test_db_begin_prepared", stmts, 2, false, &db) == GW_OK))
         goto out;
 
     /* the statement's effect waits for the COMMIT */
@@ -76,6 +81,16 @@ static void run(void)
     if (CHECK(put(db, "4") == GW_OK))
         CHECK(db_commit(db) == GW_OK);
     CHECK_INT(rows_with("4"), 1);
+
+    /* a statement that ran and then lost its session: an error, and it ran once; the next
+     * call finds the dead session by its BEGIN and reconnects */
+    res = db_begin_prepared(db, "cut", 0, NULL);
+    CHECK(db_check(res, PGRES_TUPLES_OK, "cut") != GW_OK);
+    PQclear(res);
+    CHECK_INT(tdb_long(t, "SELECT last_value FROM ran", NULL), 1);
+    if (CHECK(put(db, "5") == GW_OK))
+        CHECK(db_commit(db) == GW_OK);
+    CHECK_INT(rows_with("5"), 1);
 
     /* db_rollback() with no transaction open (a BEGIN that failed) says nothing to the server */
     db_rollback(db);
