@@ -78,7 +78,8 @@ start_etcd() {
     printf '%s\n' "$!" >"$RUN/etcd.pid"
     deadline=$((SECONDS + 30))
     until http_ok "http://127.0.0.1:$ETCD_PORT/health"; do
-        etcd_pid >/dev/null || { tail -n 20 "$LOGDIR/etcd.log" >&2; die "etcd exited while starting (log: $LOGDIR/etcd.log)"; }
+        # the pid, not its command line: until the subshell has exec'd, it still reads as ours
+        pid_alive "$(read_pid "$RUN/etcd.pid")" || { tail -n 20 "$LOGDIR/etcd.log" >&2; die "etcd exited while starting (log: $LOGDIR/etcd.log)"; }
         ((SECONDS < deadline)) || die "etcd not healthy within 30 s (log: $LOGDIR/etcd.log)"
         sleep 0.2
     done
@@ -225,7 +226,8 @@ await_dbn() {
         case $st in
         "master running" | "primary running" | "replica streaming") return 0 ;;
         esac
-        dbn_pid "$k" >/dev/null || { tail -n 20 "$D_LOG" >&2; die "db-$k exited while starting (log: $D_LOG)"; }
+        # as for etcd: alive is enough while the subshell may not have exec'd Patroni yet
+        pid_alive "$(read_pid "$D_PIDFILE")" || { tail -n 20 "$D_LOG" >&2; die "db-$k exited while starting (log: $D_LOG)"; }
         ((SECONDS < deadline)) || { tail -n 20 "$D_LOG" >&2; die "db-$k not primary or streaming within $2 s (state: ${st:-none}; log: $D_LOG)"; }
         sleep 0.3
     done
