@@ -25,11 +25,11 @@ struct outbox_watch {
     db_conn *db;
 };
 
+/* outbox_pending lists the pending outbox rows (sql/0019) */
 static const db_stmt backlog_stmt = {
-    "backlog", "SELECT (SELECT count(*) FROM (SELECT 1 FROM outbox WHERE state = "
-               "'" OUTBOX_STATE_PENDING "' LIMIT $1::bigint) s), "
-               "coalesce(extract(epoch FROM now() - (SELECT created_at FROM outbox "
-               "WHERE state = '" OUTBOX_STATE_PENDING "' ORDER BY id LIMIT 1)), 0)"};
+    "backlog", "SELECT (SELECT count(*) FROM (SELECT 1 FROM outbox_pending LIMIT $1::bigint) s), "
+               "coalesce(extract(epoch FROM now() - (SELECT created_at FROM outbox WHERE id = "
+               "(SELECT min(id) FROM outbox_pending))), 0)"};
 
 static void refresh_backlog(outbox_watch *w)
 {

@@ -10,11 +10,12 @@
 
 #define POOL_WAIT_MS 2000
 
-/* outbox_pending, inbox_processed_at and the dead letters' primary key (sql/) keep these cheap */
+/* the outbox_pending table (sql/0019), inbox_processed_at and the dead letters' primary key
+ * keep these cheap */
 static const char overview_sql[] =
-    "SELECT (SELECT count(*) FROM outbox WHERE state = 'pending'), "
+    "SELECT (SELECT count(*) FROM outbox_pending), "
     "(SELECT extract(epoch FROM now() - created_at)::float8 FROM outbox "
-    "WHERE state = 'pending' ORDER BY id LIMIT 1), "
+    "WHERE id = (SELECT min(id) FROM outbox_pending)), "
     "(SELECT count(*) FROM inbox WHERE processed_at > now() - interval '60 seconds'), "
     "(SELECT count(*) FROM dead_letters), "
     "(SELECT count(*) FROM dead_letters WHERE replayed_at IS NULL)";

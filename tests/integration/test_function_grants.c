@@ -25,6 +25,8 @@ static const char *const functions[] = {
     "accept_payment(" ACCEPT_PAYMENT_ARGS ")",
     "settle_batch(jsonb)",
     "settle_payment(text, text, integer)",
+    "rearm_lost_retries(integer, integer)",
+    "purge_outbox(bigint, integer, integer)",
 };
 
 static tdb *db;
@@ -45,12 +47,12 @@ static void test_who_may_execute(void)
 {
     static const struct {
         const char *role;
-        bool may[4]; /* functions[] in order */
+        bool may[6]; /* functions[] in order */
     } want[] = {
-        {"paygw_api", {true, true, false, false}},
-        {"paygw_relay", {false, false, false, false}},
-        {"paygw_worker", {false, false, true, true}},
-        {nobody, {false, false, false, false}},
+        {"paygw_api", {true, true, false, false, false, false}},
+        {"paygw_relay", {false, false, false, false, true, true}},
+        {"paygw_worker", {false, false, true, true, false, false}},
+        {nobody, {false, false, false, false, false, false}},
     };
 
     for (size_t r = 0; r < sizeof want / sizeof want[0]; r++)

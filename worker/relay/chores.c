@@ -22,6 +22,7 @@ struct relay_chores {
     metric *backlog, *oldest_age, *purged, *rearmed;
     metric *queue_messages[2], *queue_consumers[2]; /* [0] settlement, [1] its DLQ */
     time_t next_backlog, next_purge, next_queues;
+    int64_t purge_after; /* below this outbox id every row is deleted or unroutable */
 };
 
 gw_err relay_chores_new(const gw_config *cfg, metrics *m, relay_chores **out)
@@ -79,15 +80,20 @@ void relay_chores_db(relay_chores *c, db_conn *db, bool busy)
         }
     }
     if (now >= c->next_purge) {
+        int64_t from = c->purge_after;
+
         c->next_purge = now + HOUSEKEEPING_S;
         /* small batches: a big DELETE would hold locks the accepts need */
-        if (outbox_purge(db, c->cfg->outbox_retention_hours, PURGE_LIMIT, &deleted) == GW_OK &&
-            deleted > 0) {
+        if (outbox_purge(db, c->cfg->outbox_retention_hours, PURGE_LIMIT, &c->purge_after,
+                         &deleted) != GW_OK)
+            return;
+        if (deleted > 0) {
             metrics_add(c->purged, (uint64_t)deleted);
             log_info("outbox_purged", "rows=%ld retention_hours=%d", deleted,
                      c->cfg->outbox_retention_hours);
-            c->next_purge = busy ? now + 1 : now; /* more may be left */
         }
+        if (deleted > 0 || c->purge_after > from)
+            c->next_purge = busy ? now + 1 : now; /* more may be left */
     }
 }
 

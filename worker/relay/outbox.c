@@ -15,9 +15,9 @@ struct outbox_batch {
 };
 
 const db_stmt outbox_stmts[] = {
+    /* oldest first, FOR UPDATE SKIP LOCKED, by outbox_pending's primary key (sql/0019) */
     {"outbox_claim", "SELECT id, event_id, payment_id, routing_key, body, traceparent, attempt "
-                     "FROM outbox WHERE state = 'pending' AND next_attempt_at <= now() "
-                     "ORDER BY id LIMIT $1::int FOR UPDATE SKIP LOCKED"},
+                     "FROM claim_outbox($1::int)"},
     /* the status moves only as payment_may_move() allows: a settled payment stays settled */
     {"outbox_published", PAYMENT_STATUS_SQL_PUBLISHED},
     {"outbox_unroutable", PAYMENT_STATUS_SQL_UNROUTABLE},
@@ -27,12 +27,12 @@ const db_stmt outbox_stmts[] = {
      "UPDATE outbox SET publish_attempts = publish_attempts + 1, last_error = $2, "
      "next_attempt_at = now() + make_interval(secs => least(5, 2 ^ least(publish_attempts, 3))) "
      "WHERE id = ANY($1::bigint[]) AND state = 'pending'"},
-    {"outbox_purge", "DELETE FROM outbox WHERE id IN (SELECT id FROM outbox WHERE state = "
-                     "'published' AND published_at < now() - make_interval(hours => $1::int) "
-                     "LIMIT $2::int)"},
+    {"outbox_purge", "SELECT deleted, next_after FROM purge_outbox($1::bigint, $2::int, $3::int)"},
     {"outbox_rearm", "SELECT rearm_lost_retries($1::int, $2::int)"},
-    {"outbox_backlog", "SELECT count(*), coalesce(extract(epoch FROM now() - min(created_at)), 0) "
-                       "FROM outbox WHERE state = 'pending'"},
+    /* the oldest pending row is the one with the smallest id: one lookup, whatever the stats */
+    {"outbox_backlog", "SELECT (SELECT count(*) FROM outbox_pending), coalesce(extract(epoch FROM "
+                       "now() - (SELECT created_at FROM outbox WHERE id = (SELECT min(id) FROM "
+                       "outbox_pending))), 0)"},
 };
 const size_t outbox_nstmts = sizeof outbox_stmts / sizeof outbox_stmts[0];
 
@@ -173,9 +173,23 @@ gw_err outbox_mark_commit(db_conn *db, const outbox_batch *b)
     return err;
 }
 
-gw_err outbox_purge(db_conn *db, int hours, int limit, long *deleted)
+gw_err outbox_purge(db_conn *db, int hours, int limit, int64_t *after, long *deleted)
 {
-    return db_prepared_rows(db, "outbox_purge", hours, limit, deleted);
+    char from[24], h[16], lim[16];
+    const char *params[3] = {from, h, lim};
+    PGresult *res;
+    gw_err err;
+
+    snprintf(from, sizeof from, "%" PRId64, *after);
+    snprintf(h, sizeof h, "%d", hours);
+    snprintf(lim, sizeof lim, "%d", limit);
+    res = db_prepared(db, "outbox_purge", 3, params);
+    if ((err = db_check(res, PGRES_TUPLES_OK, "outbox_purge")) == GW_OK) {
+        *deleted = atol(PQgetvalue(res, 0, 0));
+        *after = strtoll(PQgetvalue(res, 0, 1), NULL, 10);
+    }
+    PQclear(res);
+    return err;
 }
 
 gw_err outbox_backlog(db_conn *db, long *pending, double *oldest_age_s)

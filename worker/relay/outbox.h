@@ -68,8 +68,12 @@ outbox_row *outbox_batch_row(outbox_batch *b, size_t i); /* borrowed */
  */
 GW_MUSTCHECK gw_err outbox_mark_commit(db_conn *db, const outbox_batch *b);
 
-/* outbox_purge - delete up to @limit published rows older than @hours; the count in *@deleted. */
-GW_MUSTCHECK gw_err outbox_purge(db_conn *db, int hours, int limit, long *deleted);
+/*
+ * outbox_purge - delete the published rows older than @hours among the @limit rows above
+ * *@after (an outbox id; 0 the first time), the count in *@deleted; *@after moves to where the
+ * next call starts: every row below it is deleted or unroutable (purge_outbox(), sql/0019).
+ */
+GW_MUSTCHECK gw_err outbox_purge(db_conn *db, int hours, int limit, int64_t *after, long *deleted);
 
 /*
  * outbox_rearm - rearm_lost_retries() (sql/0014): up to @limit payments
