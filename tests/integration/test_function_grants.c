@@ -26,6 +26,7 @@ static const char *const functions[] = {
     "settle_batch(jsonb)",
     "settle_payment(text, text, integer)",
     "rearm_lost_retries(integer, integer)",
+    "claim_outbox(integer)",
     "purge_outbox(bigint, integer, integer)",
 };
 
@@ -47,12 +48,12 @@ static void test_who_may_execute(void)
 {
     static const struct {
         const char *role;
-        bool may[6]; /* functions[] in order */
+        bool may[7]; /* functions[] in order */
     } want[] = {
-        {"paygw_api", {true, true, false, false, false, false}},
-        {"paygw_relay", {false, false, false, false, true, true}},
-        {"paygw_worker", {false, false, true, true, false, false}},
-        {nobody, {false, false, false, false, false, false}},
+        {"paygw_api", {true, true, false, false, false, false, false}},
+        {"paygw_relay", {false, false, false, false, true, true, true}},
+        {"paygw_worker", {false, false, true, true, false, false, false}},
+        {nobody, {false, false, false, false, false, false, false}},
     };
 
     for (size_t r = 0; r < sizeof want / sizeof want[0]; r++)
