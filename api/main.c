@@ -148,6 +148,8 @@ int main(void)
         goto cleanup;
     if (replay_jobs_start(cfg, app.dlq, app.payments.pool, &am, &app.jobs) != GW_OK)
         goto cleanup;
+    if (reconciler_start(cfg, &am, &app.reconciler) != GW_OK)
+        goto cleanup;
 
     opt.listen = cfg->api_listen;
     opt.threads = http_threads();
@@ -162,10 +164,13 @@ int main(void)
 
     sigwait(&stop_set, &sig);
     log_info("stopping", "signal=%d", sig);
+    reconciler_stop(app.reconciler); /* its waiting requests answered 503 while the server runs */
+    app.reconciler = NULL;
     http_server_stop(server, STOP_GRACE_MS); /* requests in flight finish and are answered */
     server = NULL;
     rc = 0;
 cleanup:
+    reconciler_stop(app.reconciler);
     http_server_stop(server, 0);
     replay_jobs_stop(app.jobs); /* before the dlq it replays through */
     dlq_free(app.dlq);

@@ -6,7 +6,7 @@
 #include <string.h>
 #include <strings.h>
 
-#include "api/admin/reconcile.h"
+#include "api/admin/reconciler.h"
 #include "api/console/assets.h"
 #include "api/console/login.h"
 #include "api/console/overview.h"
@@ -365,7 +365,7 @@ void routes_handle(void *arg, http_request *r)
         dlq_replay(app->dlq, r, id, request_actor(r));
         return;
     case ROUTE_RECONCILE:
-        reconcile_report(app->cfg, app->payments.pool, app->payments.metrics, r);
+        reconciler_request(app->reconciler, r);
         return;
     case ROUTE_OVERVIEW:
         overview_reply(app->payments.pool, app->dlq, app->payments.metrics, r);

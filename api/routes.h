@@ -5,6 +5,7 @@
 #include <stdbool.h>
 
 #include "api/admin/dlq.h"
+#include "api/admin/reconciler.h"
 #include "api/console/replay_jobs.h"
 #include "api/console/session.h"
 #include "api/payments.h"
@@ -18,6 +19,7 @@ typedef struct api_app {
     dlq *dlq;
     sessions *sessions; /* the console's logins */
     replay_jobs *jobs;
+    reconciler *reconciler; /* GET /admin/reconciliation */
 } api_app;
 
 typedef enum route {

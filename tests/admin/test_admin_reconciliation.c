@@ -12,12 +12,20 @@
  *   - a payment `accepted` two minutes ago (RELAY_SLO_SECONDS defaults to 60):
  *     no_stale_accepted (one accepted just now is not stale)
  * and 25 stale ones list 20 offenders with truncated true.
+ *
+ * The ledger checks read the events written since the checkpoint of the last
+ * clean report (sql/0020): a clean report moves it to its horizon less five
+ * minutes, a failing one leaves it; a settled payment stamped an hour old and
+ * without its ledger lines is not read by the next report, and ?full=true
+ * finds it. reconciliation_horizon() is never later than the start of a
+ * transaction still open.
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include <jansson.h>
+#include <libpq-fe.h>
 
 #include "tests/admin/tadmin.h"
 
@@ -35,12 +43,12 @@ static const char *const check_names[] = {
 };
 #define NCHECKS (sizeof check_names / sizeof check_names[0])
 
-static json_t *report(void)
+static json_t *report_at(const char *path)
 {
     thttp_resp r;
     json_t *j = NULL;
 
-    tadm_admin(&api, "GET", "/admin/reconciliation", &r);
+    tadm_admin(&api, "GET", path, &r);
     tcheck_context("GET /admin/reconciliation: %.600s", r.body);
     if (CHECK_INT(r.status, 200) && CHECK(json_is_object(r.json))) {
         CHECK_STR(thttp_header(&r, "Content-Type"), "application/json");
@@ -49,6 +57,21 @@ static json_t *report(void)
     tcheck_context_clear();
     thttp_resp_free(&r);
     return j;
+}
+
+static json_t *report(void)
+{
+    return report_at("/admin/reconciliation");
+}
+
+/* The checkpoint as seconds before now(); a large number for '-infinity'. */
+static long long checkpoint_age_s(void)
+{
+    return tdb_long(t.db,
+                    "SELECT CASE WHEN verified_before = '-infinity' THEN 999999999 ELSE "
+                    "extract(epoch FROM now() - verified_before)::bigint END "
+                    "FROM reconciliation_checkpoint",
+                    NULL);
 }
 
 static json_t *check_of(const json_t *rep, const char *name)
@@ -153,6 +176,100 @@ static void flow_then_all_ok(void)
     for (size_t i = 0; i < NCHECKS; i++)
         check_one(rep, check_names[i], NULL);
     json_decref(rep);
+    /* clean: the checkpoint moved from -infinity to the horizon (about now) less 300 s */
+    tcheck_context("checkpoint %lld s old", checkpoint_age_s());
+    CHECK(checkpoint_age_s() >= 300 && checkpoint_age_s() <= 330);
+    tcheck_context_clear();
+}
+
+/* What the window reads, what ?full=true reads, and when the checkpoint moves. */
+static void window_then_full(void)
+{
+    static const char *const old_pay[] = {"pay-old-settled", NULL};
+    static const char *const old_evt[] = {"evt-old-settled", NULL};
+    char *before, *after;
+    json_t *rep;
+    thttp_resp r;
+
+    /* settled an hour ago by its stamps, with no ledger line and no inbox row */
+    CHECK(tdb_exec(t.db,
+                   "INSERT INTO payments (payment_id, event_id, method, decision, amount_cents, "
+                   "currency, payee_bank, payee_account, status, created_at, updated_at, "
+                   "settled_at) VALUES ('pay-old-settled', 'evt-old-settled', 'pix', 'approved', "
+                   "5100, 'BRL', '001', '1234-5', 'settled', now() - interval '1 hour', "
+                   "now() - interval '1 hour', now() - interval '1 hour')",
+                   NULL));
+    rep = report();
+    if (rep != NULL) { /* written before the checkpoint: not read */
+        tcheck_context("windowed report %s", tadm_dump(rep));
+        CHECK(json_is_true(json_object_get(rep, "ok")));
+        CHECK(strstr(json_string_value(json_object_get(
+                         check_of(rep, "settled_payments_have_one_balanced_effect"), "detail")),
+                     "written since") != NULL);
+        tcheck_context_clear();
+    }
+    json_decref(rep);
+
+    before = tdb_value(t.db, "SELECT verified_before::text FROM reconciliation_checkpoint", NULL);
+    rep = report_at("/admin/reconciliation?full=true");
+    if (rep != NULL) {
+        CHECK(json_is_false(json_object_get(rep, "ok")));
+        check_one(rep, "settled_payments_have_one_balanced_effect", old_pay);
+        check_one(rep, "ledger_only_for_settled", NULL);
+        check_one(rep, "inbox_matches_settled", old_evt);
+        check_one(rep, "no_stale_accepted", NULL);
+        CHECK(strstr(json_string_value(
+                         json_object_get(check_of(rep, "inbox_matches_settled"), "detail")),
+                     "every event") != NULL);
+    }
+    json_decref(rep);
+    /* a failing report leaves the checkpoint where it was */
+    after = tdb_value(t.db, "SELECT verified_before::text FROM reconciliation_checkpoint", NULL);
+    CHECK(before != NULL && after != NULL && strcmp(before, after) == 0);
+    free(before);
+    free(after);
+
+    /* mended: a full report is clean and moves the checkpoint */
+    CHECK(
+        tdb_exec(t.db, "UPDATE reconciliation_checkpoint SET verified_before = '-infinity'", NULL));
+    CHECK(tdb_exec(t.db, "DELETE FROM payments WHERE payment_id = 'pay-old-settled'", NULL));
+    rep = report_at("/admin/reconciliation?full=true");
+    if (rep != NULL)
+        CHECK(json_is_true(json_object_get(rep, "ok")));
+    json_decref(rep);
+    CHECK(checkpoint_age_s() >= 300 && checkpoint_age_s() <= 330);
+
+    tadm_admin(&api, "GET", "/admin/reconciliation?full=yes", &r);
+    CHECK_PROBLEM(&r, 422, "validation-failed");
+    thttp_resp_free(&r);
+}
+
+/* A transaction still open holds the horizon at its start: its rows may yet commit. */
+static void horizon_waits_for_open_transactions(void)
+{
+    PGconn *other = PQconnectdb(tdb_url(t.db));
+    PGresult *res;
+    char started[64] = "";
+
+    if (!CHECK(PQstatus(other) == CONNECTION_OK))
+        goto out;
+    PQclear(PQexec(other, "BEGIN"));
+    res = PQexec(other, "SELECT now()::text");
+    if (CHECK(PQresultStatus(res) == PGRES_TUPLES_OK))
+        snprintf(started, sizeof started, "%s", PQgetvalue(res, 0, 0));
+    PQclear(res);
+    CHECK(tdb_exec(t.db, "SELECT pg_sleep(0.2)", NULL));
+    CHECK_INT(tdb_long(t.db,
+                       "SELECT (reconciliation_horizon() <= $1::timestamptz "
+                       "AND reconciliation_horizon() > now() - interval '1 minute')::int",
+                       started, NULL),
+              1);
+    PQclear(PQexec(other, "COMMIT"));
+    CHECK_INT(
+        tdb_long(t.db, "SELECT (reconciliation_horizon() > $1::timestamptz)::int", started, NULL),
+        1);
+out:
+    PQfinish(other);
 }
 
 static void broken_invariants(void)
@@ -230,6 +347,8 @@ static void auth(void)
 static void tests(void)
 {
     TRUN(flow_then_all_ok);
+    TRUN(window_then_full);
+    TRUN(horizon_waits_for_open_transactions);
     TRUN(broken_invariants);
     TRUN(auth);
 }

@@ -6,6 +6,9 @@
  * rights (SECURITY INVOKER), so the batch functions' callers also need the row functions they
  * call: paygw_api runs accept_batch() and accept_payment(), paygw_worker settle_batch() and
  * settle_payment(), and no other role runs any of them.
+ *
+ * reconciliation_horizon() (sql/0020) is SECURITY DEFINER, so that paygw_api sees the open
+ * transactions of every role: only paygw_api runs it, and run by paygw_api it does see them.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -28,6 +31,7 @@ static const char *const functions[] = {
     "rearm_lost_retries(integer, integer)",
     "claim_outbox(integer)",
     "purge_outbox(bigint, integer, integer)",
+    "reconciliation_horizon()",
 };
 
 static tdb *db;
@@ -48,12 +52,12 @@ static void test_who_may_execute(void)
 {
     static const struct {
         const char *role;
-        bool may[7]; /* functions[] in order */
+        bool may[8]; /* functions[] in order */
     } want[] = {
-        {"paygw_api", {true, true, false, false, false, false, false}},
-        {"paygw_relay", {false, false, false, false, true, true, true}},
-        {"paygw_worker", {false, false, true, true, false, false, false}},
-        {nobody, {false, false, false, false, false, false, false}},
+        {"paygw_api", {true, true, false, false, false, false, false, true}},
+        {"paygw_relay", {false, false, false, false, true, true, true, false}},
+        {"paygw_worker", {false, false, true, true, false, false, false, false}},
+        {nobody, {false, false, false, false, false, false, false, false}},
     };
 
     for (size_t r = 0; r < sizeof want / sizeof want[0]; r++)
@@ -98,6 +102,7 @@ static void test_call_refused(void)
         {"paygw_api", "SELECT * FROM settle_batch('[]'::jsonb)", "settle_batch"},
         {"paygw_api", "SELECT * FROM settle_payment('e', 'p', 1)", "settle_payment"},
         {nobody, "SELECT * FROM accept_batch('[]'::jsonb)", "accept_batch"},
+        {"paygw_worker", "SELECT reconciliation_horizon()", "reconciliation_horizon"},
     };
     char want[96];
 
@@ -114,6 +119,34 @@ static void test_call_refused(void)
     CHECK_INT(tdb_rows(db, "SELECT * FROM accept_batch('[]'::jsonb)", NULL), 0);
 }
 
+/* As paygw_api, the horizon stops at the start of a transaction another role holds open. */
+static void test_horizon_sees_every_role(void)
+{
+    PGconn *holder = PQconnectdb(tdb_url(db)), *api = PQconnectdb(tdb_url(db));
+    PGresult *res;
+    char sql[256], started[64] = "";
+
+    if (!CHECK(PQstatus(holder) == CONNECTION_OK && PQstatus(api) == CONNECTION_OK))
+        goto out;
+    PQclear(PQexec(holder, "BEGIN"));
+    res = PQexec(holder, "SELECT now()::text");
+    if (CHECK(PQresultStatus(res) == PGRES_TUPLES_OK))
+        snprintf(started, sizeof started, "%s", PQgetvalue(res, 0, 0));
+    PQclear(res);
+    PQclear(PQexec(api, "SET ROLE paygw_api"));
+    usleep(100 * 1000);
+    snprintf(sql, sizeof sql, "SELECT (reconciliation_horizon() <= '%s'::timestamptz)::text",
+             started);
+    res = PQexec(api, sql);
+    tcheck_context("%s: %s", sql, PQresultErrorMessage(res));
+    CHECK(PQresultStatus(res) == PGRES_TUPLES_OK && strcmp(PQgetvalue(res, 0, 0), "true") == 0);
+    tcheck_context_clear();
+    PQclear(res);
+out:
+    PQfinish(holder);
+    PQfinish(api);
+}
+
 static void run(void)
 {
     char sql[128];
@@ -124,6 +157,7 @@ static void run(void)
     if (CHECK(tdb_exec(db, sql, NULL))) {
         TRUN(test_who_may_execute);
         TRUN(test_call_refused);
+        TRUN(test_horizon_sees_every_role);
         snprintf(sql, sizeof sql, "DROP ROLE %s", nobody);
         CHECK(tdb_exec(db, sql, NULL));
     }
