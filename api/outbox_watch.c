@@ -25,11 +25,9 @@ struct outbox_watch {
     db_conn *db;
 };
 
-/* outbox_pending lists the pending outbox rows (sql/0019) */
+/* counted up to $1: whether there are more than the limit is all back-pressure needs (sql/0021) */
 static const db_stmt backlog_stmt = {
-    "backlog", "SELECT (SELECT count(*) FROM (SELECT 1 FROM outbox_pending LIMIT $1::bigint) s), "
-               "coalesce(extract(epoch FROM now() - (SELECT created_at FROM outbox WHERE id = "
-               "(SELECT min(id) FROM outbox_pending))), 0)"};
+    "backlog", "SELECT pending, oldest_age_seconds FROM outbox_backlog($1::bigint)"};
 
 static void refresh_backlog(outbox_watch *w)
 {

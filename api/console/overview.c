@@ -10,15 +10,13 @@
 
 #define POOL_WAIT_MS 2000
 
-/* the outbox_pending table (sql/0019), inbox_processed_at and the dead letters' primary key
- * keep these cheap */
+/* outbox_backlog() (sql/0021), inbox_processed_at and the dead letters' primary key keep these
+ * cheap */
 static const char overview_sql[] =
-    "SELECT (SELECT count(*) FROM outbox_pending), "
-    "(SELECT extract(epoch FROM now() - created_at)::float8 FROM outbox "
-    "WHERE id = (SELECT min(id) FROM outbox_pending)), "
+    "SELECT b.pending, b.oldest_age_seconds, "
     "(SELECT count(*) FROM inbox WHERE processed_at > now() - interval '60 seconds'), "
     "(SELECT count(*) FROM dead_letters), "
-    "(SELECT count(*) FROM dead_letters WHERE replayed_at IS NULL)";
+    "(SELECT count(*) FROM dead_letters WHERE replayed_at IS NULL) FROM outbox_backlog() b";
 
 void overview_reply(db_pool *pool, dlq *d, api_metrics *m, http_request *r)
 {
@@ -48,9 +46,9 @@ void overview_reply(db_pool *pool, dlq *d, api_metrics *m, http_request *r)
     http_reply_json(r, 200,
                     json_pack("{s:{s:I,s:o},s:o,s:{s:o,s:I,s:I},s:I,s:f}", "outbox", "pending",
                               pg_json_int(res, 0, 0), "oldest_pending_seconds",
-                              PQgetisnull(res, 0, 1)
-                                  ? json_integer(0)
-                                  : json_real(strtod(PQgetvalue(res, 0, 1), NULL)),
+                              strtod(PQgetvalue(res, 0, 1), NULL) > 0
+                                  ? json_real(strtod(PQgetvalue(res, 0, 1), NULL))
+                                  : json_integer(0),
                               "queues", queues != NULL ? queues : json_null(), "dlq", "broker",
                               dlq_broker, "stored", pg_json_int(res, 0, 3), "not_replayed",
                               pg_json_int(res, 0, 4), "settled_last_minute", pg_json_int(res, 0, 2),

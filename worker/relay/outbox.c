@@ -29,10 +29,7 @@ const db_stmt outbox_stmts[] = {
      "WHERE id = ANY($1::bigint[]) AND state = 'pending'"},
     {"outbox_purge", "SELECT deleted, next_after FROM purge_outbox($1::bigint, $2::int, $3::int)"},
     {"outbox_rearm", "SELECT rearm_lost_retries($1::int, $2::int)"},
-    /* the oldest pending row is the one with the smallest id: one lookup, whatever the stats */
-    {"outbox_backlog", "SELECT (SELECT count(*) FROM outbox_pending), coalesce(extract(epoch FROM "
-                       "now() - (SELECT created_at FROM outbox WHERE id = (SELECT min(id) FROM "
-                       "outbox_pending))), 0)"},
+    {"outbox_backlog", "SELECT pending, oldest_age_seconds FROM outbox_backlog()"}, /* sql/0021 */
 };
 const size_t outbox_nstmts = sizeof outbox_stmts / sizeof outbox_stmts[0];
 
