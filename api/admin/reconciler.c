@@ -17,8 +17,7 @@ typedef struct report_wait {
     struct report_wait *next; /* under the reconciler's lock until taken */
     http_request *r;          /* borrowed */
     bool full;
-    bool done;  /* set by the thread before it resumes the request */
-    char *body; /* the report; NULL when done: the database did not answer */
+    char *body; /* the report once resumed; NULL: the database did not answer */
 } report_wait;
 
 struct reconciler {
@@ -49,7 +48,6 @@ static void answer_all(report_wait *list, const char *body)
         report_wait *next = list->next;
 
         list->body = body != NULL ? strdup(body) : NULL;
-        list->done = true;
         http_request_resume(list->r); /* list is the request's now: not touched again */
         list = next;
     }
@@ -150,7 +148,7 @@ void reconciler_request(reconciler *rc, http_request *r)
     report_wait *w = http_request_state(r);
     const char *full = http_request_query(r, "full");
 
-    if (w != NULL && w->done) { /* second call: the thread resumed us */
+    if (w != NULL) { /* second call: the thread has resumed us, the body set */
         if (w->body != NULL)
             http_reply(r, 200, "application/json", w->body, strlen(w->body), NULL);
         else
