@@ -17,15 +17,14 @@
  * clean report (sql/0020): a clean report moves it to its horizon less five
  * minutes, a failing one leaves it; a settled payment stamped an hour old and
  * without its ledger lines is not read by the next report, and ?full=true
- * finds it. reconciliation_horizon() is never later than the start of a
- * transaction still open.
+ * finds it. (reconciliation_horizon() and open transactions:
+ * tests/integration/test_function_grants.c.)
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include <jansson.h>
-#include <libpq-fe.h>
 
 #include "tests/admin/tadmin.h"
 
@@ -244,34 +243,6 @@ static void window_then_full(void)
     thttp_resp_free(&r);
 }
 
-/* A transaction still open holds the horizon at its start: its rows may yet commit. */
-static void horizon_waits_for_open_transactions(void)
-{
-    PGconn *other = PQconnectdb(tdb_url(t.db));
-    PGresult *res;
-    char started[64] = "";
-
-    if (!CHECK(PQstatus(other) == CONNECTION_OK))
-        goto out;
-    PQclear(PQexec(other, "BEGIN"));
-    res = PQexec(other, "SELECT now()::text");
-    if (CHECK(PQresultStatus(res) == PGRES_TUPLES_OK))
-        snprintf(started, sizeof started, "%s", PQgetvalue(res, 0, 0));
-    PQclear(res);
-    CHECK(tdb_exec(t.db, "SELECT pg_sleep(0.2)", NULL));
-    CHECK_INT(tdb_long(t.db,
-                       "SELECT (reconciliation_horizon() <= $1::timestamptz "
-                       "AND reconciliation_horizon() > now() - interval '1 minute')::int",
-                       started, NULL),
-              1);
-    PQclear(PQexec(other, "COMMIT"));
-    CHECK_INT(
-        tdb_long(t.db, "SELECT (reconciliation_horizon() > $1::timestamptz)::int", started, NULL),
-        1);
-out:
-    PQfinish(other);
-}
-
 static void broken_invariants(void)
 {
     static const char *const s1[] = {"pay-s1", NULL};
@@ -348,7 +319,6 @@ static void tests(void)
 {
     TRUN(flow_then_all_ok);
     TRUN(window_then_full);
-    TRUN(horizon_waits_for_open_transactions);
     TRUN(broken_invariants);
     TRUN(auth);
 }
