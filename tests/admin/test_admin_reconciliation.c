@@ -19,12 +19,18 @@
  * without its ledger lines is not read by the next report, and ?full=true
  * finds it. (reconciliation_horizon() and open transactions:
  * tests/integration/test_function_grants.c.)
+ *
+ * Last, a SIGTERM while a report waits (on a lock held on payments): the API
+ * cancels the report, answers the request 503 and exits 0 within tapi_stop()'s
+ * bound, although the report's statement timeout is ten minutes.
  */
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include <jansson.h>
+#include <libpq-fe.h>
 
 #include "tests/admin/tadmin.h"
 
@@ -315,12 +321,47 @@ static void auth(void)
     thttp_resp_free(&r);
 }
 
+static void *get_full_report(void *arg)
+{
+    tadm_admin(&api, "GET", "/admin/reconciliation?full=true", arg);
+    return NULL;
+}
+
+static void stop_during_a_report(void)
+{
+    PGconn *holder = PQconnectdb(tdb_url(t.db));
+    thttp_resp r = {0};
+    pthread_t tid;
+    PGresult *res;
+
+    if (!CHECK(PQstatus(holder) == CONNECTION_OK))
+        goto out;
+    PQclear(PQexec(holder, "BEGIN"));
+    res = PQexec(holder, "LOCK TABLE payments IN ACCESS EXCLUSIVE MODE");
+    CHECK(PQresultStatus(res) == PGRES_COMMAND_OK);
+    PQclear(res);
+    if (!CHECK(pthread_create(&tid, NULL, get_full_report, &r) == 0))
+        goto out;
+    CHECK_WAIT_LONG(t.db,
+                    "SELECT count(*) FROM pg_stat_activity WHERE application_name = "
+                    "'payments-api-reconcile' AND wait_event_type = 'Lock'",
+                    1, 10000, 50);
+    tapi_stop(&api); /* SIGTERM; CHECKs exit status 0 within its bound (12 s) */
+    pthread_join(tid, NULL);
+    CHECK_PROBLEM(&r, 503, "service-unavailable");
+    thttp_resp_free(&r);
+out:
+    PQclear(PQexec(holder, "ROLLBACK"));
+    PQfinish(holder);
+}
+
 static void tests(void)
 {
     TRUN(flow_then_all_ok);
     TRUN(window_then_full);
     TRUN(broken_invariants);
     TRUN(auth);
+    TRUN(stop_during_a_report); /* last: it stops the API */
 }
 
 int main(void)
