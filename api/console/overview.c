@@ -23,6 +23,7 @@ void overview_reply(db_pool *pool, dlq *d, api_metrics *m, http_request *r)
     db_conn *db = NULL;
     PGresult *res;
     json_t *queues, *dlq_broker = json_null(), *q;
+    double age;
     size_t i;
 
     if (db_pool_acquire(pool, POOL_WAIT_MS, &db) != GW_OK) {
@@ -36,6 +37,7 @@ void overview_reply(db_pool *pool, dlq *d, api_metrics *m, http_request *r)
         problem_reply_unavailable(r, m, "the database is unavailable");
         return;
     }
+    age = strtod(PQgetvalue(res, 0, 1), NULL); /* 0 when nothing is pending */
     queues = dlq_queue_depths(d);
     json_array_foreach(queues, i, q)
     {
@@ -46,11 +48,9 @@ void overview_reply(db_pool *pool, dlq *d, api_metrics *m, http_request *r)
     http_reply_json(r, 200,
                     json_pack("{s:{s:I,s:o},s:o,s:{s:o,s:I,s:I},s:I,s:f}", "outbox", "pending",
                               pg_json_int(res, 0, 0), "oldest_pending_seconds",
-                              strtod(PQgetvalue(res, 0, 1), NULL) > 0
-                                  ? json_real(strtod(PQgetvalue(res, 0, 1), NULL))
-                                  : json_integer(0),
-                              "queues", queues != NULL ? queues : json_null(), "dlq", "broker",
-                              dlq_broker, "stored", pg_json_int(res, 0, 3), "not_replayed",
+                              age > 0 ? json_real(age) : json_integer(0), "queues",
+                              queues != NULL ? queues : json_null(), "dlq", "broker", dlq_broker,
+                              "stored", pg_json_int(res, 0, 3), "not_replayed",
                               pg_json_int(res, 0, 4), "settled_last_minute", pg_json_int(res, 0, 2),
                               "settle_rate_per_s", (double)pg_json_int(res, 0, 2) / 60.0),
                     NULL);
