@@ -22,8 +22,8 @@ typedef struct db_conn db_conn;
 
 /*
  * Every session's bounds. The longest a program keeps a transaction idle on
- * purpose is the relay's batch while the broker blocks it (RELAY_BLOCKED_MAX_MS,
- * 30 s, in worker/relay/relay.h); docs/decisions.md 14 lists the others.
+ * purpose is the relay's batch waiting for its confirms (RELAY_BATCH_MAX_MS,
+ * 45 s, in worker/relay/confirm_clock.h); docs/decisions.md 14 lists the others.
  */
 #define DB_STATEMENT_TIMEOUT   "5s"
 #define DB_IDLE_IN_TRANSACTION "60s"

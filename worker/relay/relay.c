@@ -14,6 +14,7 @@
 #include "shared/mq_topology.h"
 #include "shared/pg/db.h"
 #include "worker/relay/chores.h"
+#include "worker/relay/confirm_clock.h"
 #include "worker/relay/outbox.h"
 #include "worker/relay/relay_lane.h"
 #include "worker/relay/wakeup.h"
@@ -33,8 +34,9 @@ struct relay {
     relay_metrics m;
     relay_chores *chores;
     metric *blocked, *overlapped;
-    long unblocked_ms; /* when the broker last lifted a block: confirm timeouts count from here */
+    long unblocked_ms; /* when the broker last lifted a block */
     long blocked_ms;   /* when the current block began */
+    long confirmed_ms; /* when the last ack or nack came */
     long stop_ms;      /* when the stop was first seen; 0 before */
 };
 
@@ -203,7 +205,9 @@ static gw_err pump_event(relay *r, int timeout_ms)
 
     if (err != GW_OK)
         return err;
-    if (ev.kind == MQ_EV_BLOCKED) {
+    if (ev.kind == MQ_EV_ACK || ev.kind == MQ_EV_NACK) {
+        r->confirmed_ms = now_ms();
+    } else if (ev.kind == MQ_EV_BLOCKED) {
         r->blocked_ms = now_ms();
         metrics_set(r->blocked, 1);
         log_warn("relay_blocked", "batches_in_flight=%d", any_busy(r));
@@ -217,24 +221,22 @@ static gw_err pump_event(relay *r, int timeout_ms)
     return GW_OK;
 }
 
-/*
- * confirm_wait_ms - how long to wait for the oldest lane's next confirm; <= 0:
- * give its batch up. Only time the broker let us publish counts, so a block
- * (a memory or disk alarm) does not time a batch out, within limits.
- */
+/* confirm_wait_ms - how long to wait for the next confirm; <= 0: give the oldest batch up. */
 static long confirm_wait_ms(relay *r, relay_lane *old, volatile sig_atomic_t *stop)
 {
-    long now = now_ms(), unblocked = now - r->unblocked_ms, age = relay_lane_age_ms(old);
+    long now = now_ms();
+    confirm_clock c;
 
     if (*stop && r->stop_ms == 0)
         r->stop_ms = now;
-    if (!mq_blocked(r->mq))
-        return RELAY_CONFIRM_TIMEOUT_MS - (age < unblocked ? age : unblocked);
-    if (r->stop_ms != 0 && now - r->stop_ms >= RELAY_STOP_BLOCKED_MS)
-        return 0;
-    if (now - r->blocked_ms >= RELAY_BLOCKED_MAX_MS)
-        return 0;
-    return 200; /* short slices: a stop must be seen */
+    c = (confirm_clock){
+        .claimed = now - relay_lane_age_ms(old),
+        .unblocked = r->unblocked_ms,
+        .confirmed = r->confirmed_ms,
+        .blocked = mq_blocked(r->mq) ? r->blocked_ms : 0,
+        .stopped = r->stop_ms,
+    };
+    return confirm_clock_left_ms(&c, now);
 }
 
 /*

@@ -10,16 +10,8 @@
 #include "shared/lib/metrics.h"
 
 #define RELAY_BATCH_SIZE         1024
-#define RELAY_CONFIRM_TIMEOUT_MS 5000 /* below the 10 s stop deadline */
 #define RELAY_POLL_MS            1000 /* polling fallback when no NOTIFY comes */
-/*
- * While the broker blocks the connection (a memory or disk alarm) the confirm
- * timeout stops: the batch is in the broker's hands and its confirms come once
- * the alarm clears. A batch is given up (unconfirmed rows left pending) only
- * after RELAY_BLOCKED_MAX_MS blocked, or RELAY_STOP_BLOCKED_MS after a stop.
- */
-#define RELAY_BLOCKED_MAX_MS  30000 /* below the relay role's idle_in_transaction timeout */
-#define RELAY_STOP_BLOCKED_MS 5000  /* below the 10 s stop deadline */
+/* how long a batch waits for its confirms: worker/relay/confirm_clock.h */
 
 typedef struct relay relay;
 
@@ -38,9 +30,8 @@ void relay_set_health(relay *r, health *h);
 /*
  * relay_run - claim, publish, confirm and mark batches until *@stop; reconnect
  * to either server with capped back-off. The batch in flight when *@stop is
- * set is finished (confirms, marks, COMMIT) before it returns; while the
- * broker blocks us, within RELAY_STOP_BLOCKED_MS, the unconfirmed rows left
- * pending.
+ * set is finished (confirms, marks, COMMIT) before it returns, within
+ * RELAY_STOP_WAIT_MS: the unconfirmed rows stay pending.
  */
 void relay_run(relay *r, volatile sig_atomic_t *stop);
 

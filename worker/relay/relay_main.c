@@ -20,6 +20,7 @@
 #include "shared/config.h"
 #include "shared/lib/log.h"
 #include "shared/program.h"
+#include "worker/relay/confirm_clock.h"
 #include "worker/relay/relay.h"
 
 static volatile sig_atomic_t stop_requested;
@@ -35,8 +36,8 @@ int main(void)
         return program_end(&p, 1);
     if (relay_new(cfg, p.registry, NULL, &r) == GW_OK && program_serve(&p, cfg)) {
         relay_set_health(r, p.health); /* series registered first: served from now on */
-        log_info("started", "batch=%d confirm_timeout_ms=%d", RELAY_BATCH_SIZE,
-                 RELAY_CONFIRM_TIMEOUT_MS);
+        log_info("started", "batch=%d confirm_quiet_ms=%d", RELAY_BATCH_SIZE,
+                 RELAY_CONFIRM_QUIET_MS);
         relay_run(r, &stop_requested);
         log_info("stopping", "reason=signal");
         rc = 0;
