@@ -6,6 +6,7 @@
 #include <time.h>
 
 #include "shared/lib/log.h"
+#include "shared/lib/pace.h"
 #include "shared/mq_topology.h"
 #include "worker/relay/outbox.h"
 
@@ -13,6 +14,7 @@
 #define HOUSEKEEPING_S 60
 #define QUEUES_S       5 /* the broker's counts for paygw_queue_messages and _consumers */
 #define PURGE_LIMIT    1000
+#define PURGE_BUSY     200 /* a lane in flight waits behind one piece: 10-20 ms of cold rows */
 
 /* The queues whose depth and consumers the relay reports, in the order of the gauges. */
 static const char *const watched_queues[2] = {MQ_QUEUE_SETTLEMENT, MQ_QUEUE_DLQ};
@@ -21,7 +23,8 @@ struct relay_chores {
     const gw_config *cfg;
     metric *backlog, *oldest_age, *purged, *rearmed;
     metric *queue_messages[2], *queue_consumers[2]; /* [0] settlement, [1] its DLQ */
-    time_t next_backlog, next_purge, next_queues;
+    time_t next_backlog, next_queues;
+    pace purge;          /* in pieces: shared/lib/pace.h */
     int64_t purge_after; /* below this outbox id every row is deleted or unroutable */
 };
 
@@ -32,6 +35,7 @@ gw_err relay_chores_new(const gw_config *cfg, metrics *m, relay_chores **out)
     if (c == NULL)
         return GW_ERR_NOMEM;
     c->cfg = cfg;
+    pace_init(&c->purge, HOUSEKEEPING_S * 1000L);
     c->backlog = metrics_gauge(m, "paygw_outbox_backlog", NULL, "Unpublished outbox rows.");
     c->oldest_age = metrics_gauge(m, "paygw_outbox_oldest_pending_age_seconds", NULL,
                                   "Age of the oldest unpublished outbox row.");
@@ -79,21 +83,20 @@ void relay_chores_db(relay_chores *c, db_conn *db, bool busy)
                      c->cfg->retry_lost_after_s);
         }
     }
-    if (now >= c->next_purge) {
+    if (pace_begin(&c->purge, pace_now_ms())) {
         int64_t from = c->purge_after;
+        gw_err err;
 
-        c->next_purge = now + HOUSEKEEPING_S;
-        /* small batches: a big DELETE would hold locks the accepts need */
-        if (outbox_purge(db, c->cfg->outbox_retention_hours, PURGE_LIMIT, &c->purge_after,
-                         &deleted) != GW_OK)
-            return;
-        if (deleted > 0) {
+        /* small pieces: a big DELETE would hold locks the accepts need, and the lanes wait */
+        err = outbox_purge(db, c->cfg->outbox_retention_hours, busy ? PURGE_BUSY : PURGE_LIMIT,
+                           &c->purge_after, &deleted);
+        if (err == GW_OK && deleted > 0) {
             metrics_add(c->purged, (uint64_t)deleted);
-            log_info("outbox_purged", "rows=%ld retention_hours=%d", deleted,
-                     c->cfg->outbox_retention_hours);
+            log_info("outbox_purged", "rows=%ld retention_hours=%d busy=%d", deleted,
+                     c->cfg->outbox_retention_hours, busy);
         }
-        if (deleted > 0 || c->purge_after > from)
-            c->next_purge = busy ? now + 1 : now; /* more may be left */
+        pace_end(&c->purge, pace_now_ms(), err == GW_OK && (deleted > 0 || c->purge_after > from),
+                 busy);
     }
 }
 

@@ -25,8 +25,8 @@ void relay_chores_free(relay_chores *c); /* accepts NULL */
 
 /*
  * relay_chores_db - the database chores that are due, on @db: a session outside
- * any batch's transaction. @busy: a lane is in flight (a purge that found rows
- * comes back after a second instead of at once, not to compete with it).
+ * any batch's transaction. @busy: rows are flowing (the purge then goes in small
+ * pieces, at most a fifth of the time: shared/lib/pace.h).
  */
 void relay_chores_db(relay_chores *c, db_conn *db, bool busy);
 

@@ -38,6 +38,7 @@ struct relay {
     long blocked_ms;   /* when the current block began */
     long confirmed_ms; /* when the last ack or nack came */
     long stop_ms;      /* when the stop was first seen; 0 before */
+    long claimed_ms;   /* when a claim last found rows */
 };
 
 static long now_ms(void)
@@ -260,6 +261,8 @@ static gw_err start_lanes(relay *r, volatile sig_atomic_t *stop, bool *more)
         err = relay_lane_start(r->lanes[k], r->mq, RELAY_BATCH_SIZE, &claimed);
         if (err != GW_OK)
             return err; /* GW_ERR_MQ: drop_mq() finishes the lane */
+        if (claimed > 0)
+            r->claimed_ms = now_ms();
         if (beside && claimed > 0)
             metrics_add(r->overlapped, 1);
         *more = claimed == RELAY_BATCH_SIZE;
@@ -366,7 +369,9 @@ static void housekeeping(relay *r)
 
     if (db == NULL)
         return;
-    relay_chores_db(r->chores, db, any_busy(r));
+    /* busy: rows flowing in the last second, not only a lane in flight now (at a moderate
+     * rate most batches are done in milliseconds, and the next arrives soon after) */
+    relay_chores_db(r->chores, db, any_busy(r) || now_ms() - r->claimed_ms < 1000);
     if (r->wake != NULL && db == relay_wakeup_db(r->wake))
         take_wakeup(r); /* what the statements read along */
 }
