@@ -99,6 +99,23 @@ static void claim_with_stale_statistics(void)
     CHECK(tdb_exec(db, "DELETE FROM outbox WHERE event_id LIKE 'cl-%'", NULL));
 }
 
+/* outbox_pending's entries read by @sql, run on the ids ($1) of 256 pending 'mk-new' rows */
+static long long list_entries_read(const char *sql)
+{
+    long long read;
+    char *ids = tdb_value(db,
+                          "SELECT array_agg(id)::text FROM (SELECT id FROM outbox WHERE event_id "
+                          "LIKE 'mk-new%' AND state = 'pending' ORDER BY id LIMIT 256) s",
+                          NULL);
+
+    CHECK(ids != NULL);
+    read = table_stat("outbox_pending", "idx_tup_fetch");
+    CHECK(tdb_exec(db, sql, ids ? ids : "{}", NULL));
+    read = table_stat("outbox_pending", "idx_tup_fetch") - read;
+    free(ids);
+    return read;
+}
+
 /* statistics that saw outbox_pending nearly empty on many pages, then 20,000 pending rows in
  * those pages: marking 256 of them, and deleting 256 others, probes the list's primary key 256
  * times each. The triggers of sql/0019 joined the transition table to the list, planned as a hash
@@ -106,7 +123,6 @@ static void claim_with_stale_statistics(void)
 static void triggers_with_stale_statistics(void)
 {
     long long read;
-    char *ids;
 
     CHECK(tdb_exec(db,
                    "INSERT INTO outbox (event_id, payment_id, routing_key, body) "
@@ -130,33 +146,14 @@ static void triggers_with_stale_statistics(void)
                    NULL));
     CHECK(tdb_long(db, "SELECT count(*) FROM outbox_pending", NULL) > 20000);
 
-    ids = tdb_value(db,
-                    "SELECT array_agg(id)::text FROM (SELECT id FROM outbox WHERE event_id LIKE "
-                    "'mk-new%' ORDER BY id LIMIT 256) s",
-                    NULL);
-    CHECK(ids != NULL);
-    read = table_stat("outbox_pending", "idx_tup_fetch");
-    CHECK(tdb_exec(db,
-                   "UPDATE outbox SET state = 'published', published_at = now() "
-                   "WHERE id = ANY ($1::bigint[])",
-                   ids ? ids : "{}", NULL));
-    read = table_stat("outbox_pending", "idx_tup_fetch") - read;
+    read = list_entries_read("UPDATE outbox SET state = 'published', published_at = now() "
+                             "WHERE id = ANY ($1::bigint[])");
     printf("mark of 256 of %lld pending rows: %lld list entries read\n",
            tdb_long(db, "SELECT count(*) FROM outbox_pending", NULL) + 256, read);
     CHECK(read >= 256 && read <= 600);
-    free(ids);
-
-    ids = tdb_value(db,
-                    "SELECT array_agg(id)::text FROM (SELECT id FROM outbox WHERE event_id LIKE "
-                    "'mk-new%' AND state = 'pending' ORDER BY id LIMIT 256) s",
-                    NULL);
-    CHECK(ids != NULL);
-    read = table_stat("outbox_pending", "idx_tup_fetch");
-    CHECK(tdb_exec(db, "DELETE FROM outbox WHERE id = ANY ($1::bigint[])", ids ? ids : "{}", NULL));
-    read = table_stat("outbox_pending", "idx_tup_fetch") - read;
+    read = list_entries_read("DELETE FROM outbox WHERE id = ANY ($1::bigint[])");
     printf("delete of 256 pending rows: %lld list entries read\n", read);
     CHECK(read >= 256 && read <= 600);
-    free(ids);
     CHECK_INT(mismatches(), 0);
     CHECK(tdb_exec(db, "DELETE FROM outbox WHERE event_id LIKE 'mk-%'", NULL));
 }
