@@ -118,8 +118,9 @@ static long long list_entries_read(const char *sql)
 
 /* statistics that saw outbox_pending nearly empty on many pages, then 20,000 pending rows in
  * those pages: marking 256 of them, and deleting 256 others, probes the list's primary key 256
- * times each. The triggers of sql/0019 joined the transition table to the list, planned as a hash
- * join over the whole list: every mark read the whole backlog (sql/0022). */
+ * times each. sql/0019's update trigger joined the transition table to the list, planned as a
+ * hash join over the whole list: every mark read the whole backlog (20,500 entries here; sql/0022).
+ * Its delete trigger happened to be planned by probes: that check only guards it. */
 static void triggers_with_stale_statistics(void)
 {
     long long read;
@@ -211,11 +212,8 @@ static void run(void)
                         b, NULL);
         if (!CHECK(ids != NULL))
             return;
-        CHECK(tdb_exec(db, "SELECT pg_stat_force_next_flush()", NULL));
-        upd = tdb_long(db, "SELECT n_tup_upd FROM pg_stat_user_tables WHERE relname = 'outbox'",
-                       NULL);
-        hot = tdb_long(db, "SELECT n_tup_hot_upd FROM pg_stat_user_tables WHERE relname = 'outbox'",
-                       NULL);
+        upd = outbox_stat("n_tup_upd");
+        hot = outbox_stat("n_tup_hot_upd");
         if (asprintf(&sql, "PREPARE mark(bigint[]) AS %s", PAYMENT_STATUS_SQL_PUBLISHED) < 0)
             abort();
         CHECK(tdb_exec(db, sql, NULL));
@@ -225,13 +223,8 @@ static void run(void)
         CHECK(tdb_exec(db, sql, NULL));
         free(sql);
         free(ids);
-        CHECK(tdb_exec(db, "SELECT pg_stat_force_next_flush()", NULL));
-        upd = tdb_long(db, "SELECT n_tup_upd FROM pg_stat_user_tables WHERE relname = 'outbox'",
-                       NULL) -
-              upd;
-        hot = tdb_long(db, "SELECT n_tup_hot_upd FROM pg_stat_user_tables WHERE relname = 'outbox'",
-                       NULL) -
-              hot;
+        upd = outbox_stat("n_tup_upd") - upd;
+        hot = outbox_stat("n_tup_hot_upd") - hot;
         printf("mark of 1500 rows: %lld updates, %lld of them HOT\n", upd, hot);
         CHECK_INT(upd, 1500);
         CHECK(hot >= 1400); /* the page keeps room for the row's one later version */
