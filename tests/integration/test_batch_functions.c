@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <jansson.h>
 #include <libpq-fe.h>
@@ -490,10 +491,71 @@ out:
     tdb_drop(b);
 }
 
+/*
+ * The relay's mark of a payment commits while settle_batch() waits for that payment's lock,
+ * after the batch's snapshot was taken: the lock returns the mark's version, which the
+ * snapshot cannot see. The settle must still land on it (sql/0023 finds the row by event_id
+ * and lets READ COMMITTED's recheck follow it; by the ctid the lock saw, the update would
+ * find nothing, and the inbox row and ledger lines would be written for a payment left
+ * 'published').
+ */
+static void test_settle_behind_a_concurrent_mark(void)
+{
+    tdb *db = tdb_create(true);
+    PGconn *relay = db ? connect_to(tdb_url(db)) : NULL,
+           *worker = db ? connect_to(tdb_url(db)) : NULL;
+    char pid[16];
+    PGresult *res;
+    bool waited = false;
+
+    if (relay == NULL || worker == NULL)
+        goto out;
+    CHECK(tdb_exec(db,
+                   "SELECT accept_payment('race-ev', 'race-pay', 'pix', 'approved', 100, 'BRL', "
+                   "'001', '0000-1', now(), '\\xaa'::bytea, '{}', NULL, '{}')",
+                   NULL));
+    CHECK(exec_ok(relay, "BEGIN"));
+    CHECK(exec_ok(relay, "UPDATE payments SET status = 'published', updated_at = now() "
+                         "WHERE payment_id = 'race-pay'"));
+    CHECK(PQsendQuery(worker, "SELECT idx, outcome, seconds FROM settle_batch('[{\"event_id\": "
+                              "\"race-ev\", \"payment_id\": \"race-pay\", \"attempt\": 1}]')"));
+    snprintf(pid, sizeof pid, "%d", PQbackendPID(worker));
+    for (int i = 0; i < 500 && !waited; i++) { /* at most 5 s for the batch to reach the lock */
+        waited = tdb_long(db,
+                          "SELECT count(*) FROM pg_stat_activity WHERE pid = $1::int "
+                          "AND wait_event_type = 'Lock'",
+                          pid, NULL) == 1;
+        if (!waited)
+            nanosleep(&(struct timespec){.tv_nsec = 10 * 1000 * 1000}, NULL);
+    }
+    CHECK(waited);
+    CHECK(exec_ok(relay, "COMMIT"));
+    res = PQgetResult(worker);
+    CHECK_INT(PQresultStatus(res), PGRES_TUPLES_OK);
+    if (PQresultStatus(res) == PGRES_TUPLES_OK && PQntuples(res) == 1)
+        CHECK_STR(PQgetvalue(res, 0, 1), "settled");
+    else
+        FAIL("settle_batch: %s", PQerrorMessage(worker));
+    PQclear(res);
+    while ((res = PQgetResult(worker)) != NULL)
+        PQclear(res);
+    CHECK_SQL_STR(db,
+                  "SELECT status || ' ' || attempts || ' ' || (settled_at IS NOT NULL) "
+                  "FROM payments WHERE payment_id = 'race-pay'",
+                  "settled 1 true");
+    CHECK_SQL_STR(db, "SELECT count(*) FROM inbox WHERE event_id = 'race-ev'", "1");
+    CHECK_SQL_STR(db, "SELECT count(*) FROM ledger_entries WHERE event_id = 'race-ev'", "2");
+out:
+    PQfinish(relay);
+    PQfinish(worker);
+    tdb_drop(db);
+}
+
 static void run(void)
 {
     TRUN(test_accept_same_as_row_by_row);
     TRUN(test_settle_same_as_row_by_row);
+    TRUN(test_settle_behind_a_concurrent_mark);
 }
 
 int main(void)
