@@ -4,13 +4,12 @@
  *
  * At a moderate rate a batch holds a few payments, and planning the statements of
  * claim_outbox() and settle_batch() again at every call cost more than running them
- * (sql/0023: a claim of 5 rows 170 -> 57-83 us, a settle of one payment 590 -> 240 us).
+ * (sql/0023: a claim of 5 rows 159-176 -> 48-54 us, a settle of one payment 590 -> 240 us).
  * pg_stat_statements counts how often each statement inside them is planned: over 20 calls of
  * small batches, none may be planned more than the plan cache's five custom plans and its one
  * generic plan.
  */
 #include <stdio.h>
-#include <stdlib.h>
 
 #include "tests/support/tcheck.h"
 #include "tests/support/tdb.h"
