@@ -123,28 +123,22 @@ static gw_err try_batch(db_conn *db, accept_job **jobs, int n, bool *at_commit)
         err = GW_ERR_NOMEM;
         goto out;
     }
-    if ((err = db_ensure(db)) != GW_OK ||
-        (err = db_begin_batch(db, "accept_batch", text, n, &res)) != GW_OK)
+    /* the point before the COMMIT comes before the round trip that carries it: a crash or an
+     * error there commits nothing, as it did between the function and its COMMIT */
+    if ((err = failpoint_hit("api.before_commit")) != GW_OK || (err = db_ensure(db)) != GW_OK ||
+        (err = db_batch_commit(db, "accept_batch", text, n, &res, at_commit)) != GW_OK)
         goto out;
     for (int row = 0; row < n; row++) {
         int i = atoi(PQgetvalue(res, row, 0));
-
         int outcome = NAMES_FIND(outcome_names, PQgetvalue(res, row, 1));
 
         if (i < 0 || i >= n || outcome < 0) {
-            err = GW_ERR_DB;
-            goto rollback;
+            err = GW_ERR_DB; /* committed, but no answer to give: 503, and a retry replays it */
+            goto out;
         }
         jobs[i]->outcome = (accept_outcome)outcome;
         snprintf(jobs[i]->answer, sizeof jobs[i]->answer, "%s", PQgetvalue(res, row, 2));
     }
-    if ((err = failpoint_hit("api.before_commit")) != GW_OK)
-        goto rollback;
-    *at_commit = true;
-    err = db_commit(db);
-    goto out;
-rollback:
-    db_rollback(db);
 out:
     for (int i = 0; i < n; i++)
         jobs[i]->err = err; /* no COMMIT: none of them may get a 202 */

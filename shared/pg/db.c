@@ -500,16 +500,42 @@ gw_err db_prepared_rows(db_conn *db, const char *name, int a, int b, long *rows)
     return err;
 }
 
-gw_err db_begin_batch(db_conn *db, const char *name, const char *json, int n, PGresult **res)
+gw_err db_batch_commit(db_conn *db, const char *name, const char *json, int n, PGresult **res,
+                       bool *at_commit)
 {
     const char *params[1] = {json};
+    bool began = false, committed = false;
     gw_err err;
 
-    *res = db_begin_prepared(db, name, 1, params);
-    if ((err = db_check(*res, PGRES_TUPLES_OK, name)) == GW_OK && PQntuples(*res) == n)
+    *res = db->pg ? pipelined(db, true, name, 1, params, true, &began, &committed) : NULL;
+    /* as in db_begin_prepared(): a BEGIN that found the connection dead ran nothing */
+    if (!began && (PQstatus(db->pg) != CONNECTION_OK || !db->ready)) {
+        PQclear(*res);
+        *res = db_ensure(db) == GW_OK
+                   ? pipelined(db, true, name, 1, params, true, &began, &committed)
+                   : NULL;
+    }
+    err = db_check(*res, PGRES_TUPLES_OK, name);
+    /* the function failed: PostgreSQL skipped the COMMIT. Anything else after the BEGIN may
+     * have committed: a COMMIT that failed or lost its standby, a connection that broke */
+    *at_commit = began && !(*res != NULL && err != GW_OK);
+    if (err == GW_OK && !committed) {
+        log_warn("db_commit_failed", "app=%s stmt=%s", db->app, name);
+        err = GW_ERR_DB;
+    }
+    if (sync_wait_ended(db) && err == GW_OK) {
+        log_warn("db_outcome_unknown", "app=%s stmt=%s", db->app, name);
+        err = GW_ERR_DB;
+    }
+    if (err == GW_OK && PQntuples(*res) != n) {
+        log_warn("db_batch_rows", "app=%s stmt=%s want=%d got=%d", db->app, name, n,
+                 PQntuples(*res));
+        err = GW_ERR_DB;
+    }
+    if (err == GW_OK)
         return GW_OK;
     PQclear(*res);
     *res = NULL;
-    db_rollback(db);
-    return err != GW_OK ? err : GW_ERR_DB;
+    db_rollback(db); /* an aborted transaction; nothing when the COMMIT ended it */
+    return err;
 }

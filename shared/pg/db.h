@@ -159,13 +159,17 @@ GW_MUSTCHECK gw_err db_prepared_commit(db_conn *db, const char *name, int n,
 GW_MUSTCHECK gw_err db_prepared_rows(db_conn *db, const char *name, int a, int b, long *rows);
 
 /*
- * db_begin_batch - BEGIN with prepared function @name on @json (one
- * parameter: the batch as a JSON array of @n items), which answers a row per
- * item. GW_OK with the transaction still open and *@res owned by the caller
- * (PQclear); otherwise it is rolled back and *@res is NULL.
+ * db_batch_commit - BEGIN, prepared function @name on @json (one parameter:
+ * the batch as a JSON array of @n items, answered by a row per item) and
+ * COMMIT, in one round trip (the accept and settle batches). GW_OK: committed,
+ * and *@res (owned by the caller) holds the @n rows. Otherwise *@res is NULL and
+ * *@at_commit says which failure it was: false, nothing was committed (the
+ * BEGIN or the function failed; rolled back); true, the outcome is unknown (the
+ * COMMIT failed or its wait for the standby was cancelled, the connection broke
+ * after the BEGIN, or the answer was not @n rows), as with db_commit().
  */
-GW_MUSTCHECK gw_err db_begin_batch(db_conn *db, const char *name, const char *json, int n,
-                                   PGresult **res);
+GW_MUSTCHECK gw_err db_batch_commit(db_conn *db, const char *name, const char *json, int n,
+                                    PGresult **res, bool *at_commit);
 
 /*
  * db_check_schema - GW_OK when schema_migrations is at DB_SCHEMA_VERSION;

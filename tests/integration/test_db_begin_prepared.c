@@ -2,8 +2,8 @@
  * tests/integration/test_db_begin_prepared.c - BEGIN and a statement in one round trip
  *
  * db_begin_prepared() sends BEGIN and the batch statement together in libpq's
- * pipeline mode (the accept and settle batches, the relay's claim). What it
- * must keep of the two round trips it replaces: the statement runs inside a
+ * pipeline mode (the relay's claim). What it must keep of the two round trips
+ * it replaces: the statement runs inside a
  * transaction that only db_commit() commits (a statement sent alone commits at
  * its Sync), a failed statement leaves a transaction db_rollback() ends on a
  * connection that stays usable, and a session that died while idle is

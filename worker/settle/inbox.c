@@ -128,15 +128,18 @@ static gw_err try_settle(db_conn *db, inbox_item *items, const int *order, int n
     json_out_close(&o, ']');
     if ((text = json_out_take(&o)) == NULL)
         return GW_ERR_NOMEM;
-    if ((err = db_begin_batch(db, "settle_batch", text, n, &res)) != GW_OK)
+    /* the point before the COMMIT comes before the round trip that carries it (a crash here
+     * commits nothing, as it did between the function and its COMMIT) */
+    if ((err = failpoint_hit("worker.before_commit")) != GW_OK ||
+        (err = db_batch_commit(db, "settle_batch", text, n, &res, at_commit)) != GW_OK)
         goto out;
     for (int row = 0; row < n; row++) {
         int k = atoi(PQgetvalue(res, row, 0)), outcome;
         inbox_item *it;
 
         if (k < 0 || k >= n) {
-            err = GW_ERR_DB;
-            goto rollback;
+            err = GW_ERR_DB; /* committed, but no answer to read: all requeued, then duplicates */
+            goto out;
         }
         it = &items[order[k]];
         outcome = NAMES_FIND(outcome_names, PQgetvalue(res, row, 1));
@@ -144,13 +147,6 @@ static gw_err try_settle(db_conn *db, inbox_item *items, const int *order, int n
         it->outcome = outcome < 0 ? INBOX_UNKNOWN : (inbox_outcome)outcome;
         it->accept_to_settle_s = PQgetisnull(res, row, 2) ? 0 : atof(PQgetvalue(res, row, 2));
     }
-    if ((err = failpoint_hit("worker.before_commit")) != GW_OK)
-        goto rollback;
-    *at_commit = true;
-    if ((err = db_commit(db)) == GW_OK)
-        goto out;
-rollback:
-    db_rollback(db);
 out:
     for (int k = 0; err != GW_OK && k < n; k++)
         items[order[k]].failed = true;
