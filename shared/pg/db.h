@@ -10,7 +10,7 @@
 #include "shared/lib/err.h"
 
 /* The schema version this build expects: the highest sql/NNNN_*.sql. */
-#define DB_SCHEMA_VERSION 23
+#define DB_SCHEMA_VERSION 24
 
 /* A statement prepared on every (re)connect. */
 typedef struct db_stmt {
