@@ -365,6 +365,12 @@ PGresult *db_prepared(db_conn *db, const char *name, int n, const char *const *p
  * transaction is then left aborted for db_rollback(). The statement's result;
  * *@committed when the COMMIT succeeded. NULL when the connection broke on the
  * way (the session is then reset).
+ *
+ * The server holds a pipeline's results until its Sync unless asked to flush:
+ * without the flush request after the statement, a COMMIT waiting for a lost
+ * standby kept the statement's answer back too, and the wait was bounded by
+ * DB_WAIT_MS instead of DB_COMMIT_WAIT_MS (tests/dbcluster/test_dbc_failover.c,
+ * an accept with no standby answered in 11 s).
  */
 static PGresult *pipelined(db_conn *db, bool begin, const char *name, int n,
                            const char *const *params, bool commit, bool *began, bool *committed)
@@ -377,7 +383,8 @@ static PGresult *pipelined(db_conn *db, bool begin, const char *name, int n,
         return NULL;
     sent = (!begin || PQsendQueryParams(db->pg, "BEGIN", 0, NULL, NULL, NULL, NULL, 0)) &&
            PQsendQueryPrepared(db->pg, name, n, params, NULL, NULL, 0) &&
-           (!commit || PQsendQueryParams(db->pg, "COMMIT", 0, NULL, NULL, NULL, NULL, 0)) &&
+           (!commit || (PQsendFlushRequest(db->pg) &&
+                        PQsendQueryParams(db->pg, "COMMIT", 0, NULL, NULL, NULL, NULL, 0))) &&
            PQpipelineSync(db->pg);
     if (sent) {
         begun = begin ? await_result(db, DB_WAIT_MS) : NULL;

@@ -37,11 +37,12 @@ typedef struct db_conn db_conn;
 
 /*
  * How long db_exec() and db_prepared() wait for an answer before they ask the
- * server to cancel: a COMMIT (db_commit()) DB_COMMIT_WAIT_MS (only its wait for the standby
- * can be cancelled), anything else DB_WAIT_MS (longer than DB_STATEMENT_TIMEOUT,
- * which ends it first); and how long after that before the connection is given
- * up. With no standby, an accept queued behind a batch whose COMMIT waits is
- * answered 503 within two such waits (contract section 11: within 10 s).
+ * server to cancel: a COMMIT (db_commit(), db_batch_commit()) DB_COMMIT_WAIT_MS
+ * (only its wait for the standby can be cancelled), anything else DB_WAIT_MS
+ * (longer than DB_STATEMENT_TIMEOUT, which ends it first); and how long after
+ * that before the connection is given up. With no standby, an accept queued
+ * behind a batch whose COMMIT waits is answered 503 within two such waits
+ * (contract section 11: within 10 s).
  */
 #define DB_COMMIT_WAIT_MS 3000
 #define DB_WAIT_MS        6000
