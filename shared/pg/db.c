@@ -396,15 +396,20 @@ static PGresult *pipelined(db_conn *db, bool begin, const char *name, int n,
     whole = (!begin || begun != NULL) && res != NULL && (!commit || done != NULL) &&
             PQresultStatus(sync) == PGRES_PIPELINE_SYNC;
     *began = begin && PQresultStatus(begun) == PGRES_COMMAND_OK;
-    *committed = whole && commit && PQresultStatus(done) == PGRES_COMMAND_OK;
+    /* A COMMIT that answered has committed, whatever comes after it: a server told to stop
+     * while it committed ends the session once the COMMIT is done, before the Sync's answer
+     * (tests/faults db_restart answered such a batch 503, its retry a replay). */
+    *committed = commit && res != NULL && PQresultStatus(done) == PGRES_COMMAND_OK;
     PQclear(begun);
     PQclear(done);
     PQclear(sync);
     if (!PQexitPipelineMode(db->pg) || !whole) {
         /* results still on the way: the session is in no state to reuse */
-        PQclear(res);
         db->ready = false;
-        return NULL;
+        if (!*committed) {
+            PQclear(res);
+            return NULL;
+        }
     }
     return res;
 }

@@ -8,10 +8,20 @@
  * COMMIT failed, or the session broke after the BEGIN, or the answer does not
  * fit: never run again as if nothing had happened). The connection stays usable
  * after each, and a session that died while idle is reconnected once.
+ *
+ * A COMMIT that answered has committed even when the session ends before the
+ * pipeline's Sync is answered (a server told to stop does that): a proxy between
+ * the two cuts the connection right after the COMMIT's answer.
  */
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include "shared/pg/db.h"
 #include "tests/support/tcheck.h"
@@ -47,6 +57,125 @@ static gw_err batch(db_conn *db, const char *name, const char *json, int n, bool
         CHECK_INT(PQntuples(res), n);
     PQclear(res);
     return err;
+}
+
+/* ---- a proxy that ends the session after the first COMMIT's answer ---------------------- */
+
+typedef struct {
+    int listen_fd, server_port;
+} cut_proxy;
+
+static int connect_local(int port)
+{
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (fd >= 0 && connect(fd, (struct sockaddr *)&a, sizeof a) != 0) {
+        close(fd);
+        fd = -1;
+    }
+    return fd;
+}
+
+static bool send_all(int fd, const char *p, size_t n)
+{
+    while (n > 0) {
+        ssize_t w = send(fd, p, n, MSG_NOSIGNAL);
+
+        if (w <= 0)
+            return false;
+        p += w;
+        n -= (size_t)w;
+    }
+    return true;
+}
+
+/* One connection: client bytes pass as they are; the server's are passed message by message
+ * (a type byte and a length) until a CommandComplete "COMMIT", after which both ends close. */
+static void *cut_proxy_run(void *arg)
+{
+    cut_proxy *px = arg;
+    int c = accept(px->listen_fd, NULL, NULL), sv = connect_local(px->server_port);
+    static char buf[1 << 16];
+    size_t have = 0;
+    bool cut = false;
+
+    while (c >= 0 && sv >= 0 && !cut) {
+        struct pollfd p[2] = {{.fd = c, .events = POLLIN}, {.fd = sv, .events = POLLIN}};
+        char tmp[8192];
+        ssize_t r;
+
+        if (poll(p, 2, 10000) <= 0)
+            break;
+        if (p[0].revents) {
+            if ((r = recv(c, tmp, sizeof tmp, 0)) <= 0 || !send_all(sv, tmp, (size_t)r))
+                break;
+        }
+        if (p[1].revents) {
+            if ((r = recv(sv, buf + have, sizeof buf - have, 0)) <= 0)
+                break;
+            have += (size_t)r;
+            size_t off = 0;
+            while (!cut && have - off >= 5) {
+                uint32_t len;
+
+                memcpy(&len, buf + off + 1, 4);
+                len = ntohl(len);
+                if (have - off < 1 + (size_t)len)
+                    break;
+                cut = buf[off] == 'C' && len == 4 + 7 && memcmp(buf + off + 5, "COMMIT", 7) == 0;
+                off += 1 + len;
+            }
+            if (!send_all(c, buf, off))
+                break;
+            memmove(buf, buf + off, have - off);
+            have -= off;
+        }
+    }
+    if (c >= 0)
+        close(c);
+    if (sv >= 0)
+        close(sv);
+    return NULL;
+}
+
+/* A batch whose COMMIT answered, then the session ended before the Sync's answer. */
+static void commit_then_cut(void)
+{
+    PGconn *pg = PQconnectdb(tdb_url(t));
+    struct sockaddr_in a = {.sin_family = AF_INET};
+    socklen_t alen = sizeof a;
+    cut_proxy px = {.listen_fd = socket(AF_INET, SOCK_STREAM, 0)};
+    pthread_t th;
+    db_conn *db = NULL;
+    bool at_commit;
+    char url[512];
+
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (!CHECK(PQstatus(pg) == CONNECTION_OK) || !CHECK(px.listen_fd >= 0) ||
+        !CHECK(bind(px.listen_fd, (struct sockaddr *)&a, sizeof a) == 0) ||
+        !CHECK(listen(px.listen_fd, 1) == 0) ||
+        !CHECK(getsockname(px.listen_fd, (struct sockaddr *)&a, &alen) == 0)) {
+        PQfinish(pg);
+        return;
+    }
+    px.server_port = atoi(PQport(pg));
+    /* plain messages from the first byte: no SSL or GSS negotiation to pass through */
+    snprintf(url, sizeof url,
+             "host=127.0.0.1 port=%d dbname=%s user=%s sslmode=disable gssencmode=disable",
+             ntohs(a.sin_port), PQdb(pg), PQuser(pg));
+    PQfinish(pg);
+    if (!CHECK(pthread_create(&th, NULL, cut_proxy_run, &px) == 0))
+        return;
+    if (CHECK(db_open(url, "test_db_batch_commit_cut", stmts, 4, false, &db) == GW_OK)) {
+        CHECK(batch(db, "put", "[9]", 1, &at_commit) == GW_OK);
+        CHECK_INT(tdb_long(t, "SELECT count(*) FROM t WHERE k = 9", NULL), 1);
+    }
+    shutdown(px.listen_fd, SHUT_RDWR); /* wakes an accept() still waiting */
+    pthread_join(th, NULL);
+    close(px.listen_fd);
+    db_close(db);
 }
 
 static long long rows_in(const char *table)
@@ -110,6 +239,9 @@ static void run(void)
     CHECK_INT(tdb_long(t, "SELECT last_value FROM ran", NULL), 1);
     CHECK(batch(db, "put", "[8]", 1, &at_commit) == GW_OK);
     CHECK_INT(rows_in("t"), 7);
+
+    commit_then_cut();
+    CHECK_INT(rows_in("t"), 8);
 out:
     db_close(db);
 }
