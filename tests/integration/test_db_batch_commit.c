@@ -92,11 +92,11 @@ static bool send_all(int fd, const char *p, size_t n)
 }
 
 /* One connection: client bytes pass as they are; the server's are passed message by message
- * (a type byte and a length) until a CommandComplete "COMMIT", after which both ends close. */
-static void *cut_proxy_run(void *arg)
+ * (a type byte and a length), and when @cut_after_commit, until a CommandComplete "COMMIT",
+ * after which both ends close. */
+static void proxy_one(int listen_fd, int server_port, bool cut_after_commit)
 {
-    cut_proxy *px = arg;
-    int c = accept(px->listen_fd, NULL, NULL), sv = connect_local(px->server_port);
+    int c = accept(listen_fd, NULL, NULL), sv = connect_local(server_port);
     static char buf[1 << 16];
     size_t have = 0;
     bool cut = false;
@@ -124,7 +124,8 @@ static void *cut_proxy_run(void *arg)
                 len = ntohl(len);
                 if (have - off < 1 + (size_t)len)
                     break;
-                cut = buf[off] == 'C' && len == 4 + 7 && memcmp(buf + off + 5, "COMMIT", 7) == 0;
+                cut = cut_after_commit && buf[off] == 'C' && len == 4 + 7 &&
+                      memcmp(buf + off + 5, "COMMIT", 7) == 0;
                 off += 1 + len;
             }
             if (!send_all(c, buf, off))
@@ -137,6 +138,15 @@ static void *cut_proxy_run(void *arg)
         close(c);
     if (sv >= 0)
         close(sv);
+}
+
+/* The first session is cut after its first COMMIT's answer; the reconnect passes whole. */
+static void *cut_proxy_run(void *arg)
+{
+    cut_proxy *px = arg;
+
+    proxy_one(px->listen_fd, px->server_port, true);
+    proxy_one(px->listen_fd, px->server_port, false);
     return NULL;
 }
 
@@ -171,11 +181,14 @@ static void commit_then_cut(void)
     if (CHECK(db_open(url, "test_db_batch_commit_cut", stmts, 4, false, &db) == GW_OK)) {
         CHECK(batch(db, "put", "[9]", 1, &at_commit) == GW_OK);
         CHECK_INT(tdb_long(t, "SELECT count(*) FROM t WHERE k = 9", NULL), 1);
+        /* the cut session is not used again: the next batch runs on a new one */
+        CHECK(batch(db, "put", "[10]", 1, &at_commit) == GW_OK);
+        CHECK_INT(tdb_long(t, "SELECT count(*) FROM t WHERE k = 10", NULL), 1);
     }
+    db_close(db);                      /* ends the second session the proxy passes */
     shutdown(px.listen_fd, SHUT_RDWR); /* wakes an accept() still waiting */
     pthread_join(th, NULL);
     close(px.listen_fd);
-    db_close(db);
 }
 
 static long long rows_in(const char *table)
@@ -241,7 +254,7 @@ static void run(void)
     CHECK_INT(rows_in("t"), 7);
 
     commit_then_cut();
-    CHECK_INT(rows_in("t"), 8);
+    CHECK_INT(rows_in("t"), 9);
 out:
     db_close(db);
 }
