@@ -45,7 +45,8 @@ struct committer {
     int in_flight;           /* under lock: batches between BEGIN and their answers */
     struct timespec flight_start; /* under lock: since when the batch(es) in flight hold the rest */
     int max_batch;
-    metric *batch_size; /* borrowed */
+    metric *batch_size;  /* borrowed */
+    outbox_watch *watch; /* borrowed */
     db_conn *db[MAX_THREADS];
 };
 
@@ -177,6 +178,15 @@ static void run_batch(db_conn *db, accept_job **jobs, int n)
             log_warn("accept_row_failed", "event_id=%s", jobs[i]->p.event_id);
 }
 
+/* committed_new - whether the batch committed a payment (a replay writes none). */
+static bool committed_new(accept_job *const *jobs, int n)
+{
+    for (int i = 0; i < n; i++)
+        if (jobs[i]->err == GW_OK && jobs[i]->outcome == OUTCOME_ACCEPTED)
+            return true;
+    return false;
+}
+
 /* may_start - under lock: a committer may take the queued jobs now. */
 static bool may_start(const committer *c)
 {
@@ -241,6 +251,11 @@ static void *committer_main(void *arg)
 
         metrics_observe(c->batch_size, (double)n);
         run_batch(db, batch, n);
+        /* once a batch, not once a payment: the jobs are answered one by one on other
+         * threads, and a wake-up sent between two of them made a second one for rows the
+         * relay had already been woken for */
+        if (committed_new(batch, n))
+            outbox_watch_committed(c->watch);
         log_hold(); /* the batch's lines (api/payments.c, accept_done()) in one write */
         for (int i = 0; i < n; i++)
             batch[i]->done(batch[i]->arg); /* the job may be freed from here on */
@@ -258,7 +273,7 @@ static void *committer_main(void *arg)
 }
 
 gw_err committer_start(const char *url, int threads, int max_batch, metric *batch_size,
-                       committer **out)
+                       outbox_watch *watch, committer **out)
 {
     committer *c;
 
@@ -271,6 +286,7 @@ gw_err committer_start(const char *url, int threads, int max_batch, metric *batc
         return GW_ERR_NOMEM;
     c->max_batch = max_batch > 0 ? max_batch : 64;
     c->batch_size = batch_size;
+    c->watch = watch;
     crew_init(&c->crew);
     for (int i = 0; i < threads; i++) {
         worker_arg *wa = malloc(sizeof *wa);

@@ -135,11 +135,11 @@ int main(void)
     if (db_pool_new(cfg->database_url, DB_POOL_SIZE, payments_stmts, payments_nstmts,
                     &app.payments.pool) != GW_OK)
         goto cleanup;
-    if (committer_start(cfg->database_url, cfg->commit_threads, COMMIT_MAX_BATCH,
-                        am.commit_batch_size, &app.payments.committer) != GW_OK)
-        goto cleanup;
     if (outbox_watch_start(cfg->database_url, cfg->outbox_max_backlog, &am, &app.payments.watch) !=
         GW_OK)
+        goto cleanup;
+    if (committer_start(cfg->database_url, cfg->commit_threads, COMMIT_MAX_BATCH,
+                        am.commit_batch_size, app.payments.watch, &app.payments.committer) != GW_OK)
         goto cleanup;
 
     if (dlq_new(cfg, app.payments.pool, &am, &app.dlq) != GW_OK)

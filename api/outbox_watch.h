@@ -22,7 +22,8 @@ GW_MUSTCHECK gw_err outbox_watch_start(const char *url, long max_backlog, api_me
                                        outbox_watch **out);
 void outbox_watch_stop(outbox_watch *w); /* joins the thread; accepts NULL */
 
-/* outbox_watch_committed - an accept committed: wake the relay soon. */
+/* outbox_watch_committed - a batch committed new payments: wake the relay soon. Once a
+ * batch (api/committer.c), not once a payment. */
 void outbox_watch_committed(outbox_watch *w);
 
 /* outbox_watch_over_limit - whether the last estimate was above the limit. */

@@ -213,7 +213,6 @@ static void accept_answer(const payments_deps *d, http_request *r, const accept_
     case OUTCOME_ACCEPTED:
         if (failpoint_hit("api.after_commit") != GW_OK)
             log_warn("failpoint_ignored", "point=api.after_commit");
-        outbox_watch_committed(d->watch);
         metrics_add(d->metrics->accepted, 1);
         metrics_observe(d->metrics->accept_seconds, http_request_age(r));
         reply_202(r, p->payment_id, job->answer, false); /* logged by accept_done() */
