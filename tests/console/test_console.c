@@ -17,19 +17,17 @@
  * exits non-zero, and when anything connected to the poison's listener.
  * GW_CONSOLE_SCREENSHOTS=<folder> (from the environment) makes node save the main views there.
  */
-#include <arpa/inet.h>
-#include <netinet/in.h>
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include <amqp.h>
 #include <amqp_tcp_socket.h>
 
 #include "tests/admin/tadmin.h"
+#include "tests/support/tsock.h"
 
 #define ZERO    200
 #define DOWN    3
@@ -44,14 +42,11 @@ static char trap_url[64];
 /* A loopback listener nobody may reach: the poison's payload points at it. */
 static bool trap_open(void)
 {
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    socklen_t len = sizeof a;
+    int port;
 
-    trap_fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (trap_fd < 0 || bind(trap_fd, (struct sockaddr *)&a, sizeof a) != 0 ||
-        listen(trap_fd, 16) != 0 || getsockname(trap_fd, (struct sockaddr *)&a, &len) != 0)
+    if ((trap_fd = tsock_listen(16, &port)) < 0)
         return false;
-    snprintf(trap_url, sizeof trap_url, "http://127.0.0.1:%d/trap", ntohs(a.sin_port));
+    snprintf(trap_url, sizeof trap_url, "http://127.0.0.1:%d/trap", port);
     return true;
 }
 

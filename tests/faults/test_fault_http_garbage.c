@@ -26,6 +26,7 @@
 #include "tests/faults/tfault.h"
 #include "tests/support/tcheck.h"
 #include "tests/support/thttp.h"
+#include "tests/support/tsock.h"
 
 #define RANDOM_BODIES   40
 #define MUTATIONS       40
@@ -557,7 +558,7 @@ static void raw_requests(void)
     raw_ex("a body cut short, then the write side closed", b.p, b.len, false, false, true);
     /* a body cut short and the connection dropped at once, a few times */
     for (int i = 0; i < 5; i++) {
-        int fd = tf_connect(w.api.port);
+        int fd = tsock_connect(w.api.port);
 
         sent++;
         if (CHECK(fd >= 0)) {

@@ -18,6 +18,7 @@
 #include "tests/faults/tfault.h"
 #include "tests/support/tcheck.h"
 #include "tests/support/thttp.h"
+#include "tests/support/tsock.h"
 
 #define SLOW        200
 #define SLOW_MS     8000
@@ -107,7 +108,7 @@ static void run(void)
                              "Authorization: Bearer " TAPI_TOKEN "\r\n"
                              "Content-Type: application/json\r\nContent-Length: %zu\r\n\r\n%s",
                              strlen(body), body);
-        s.fd[i] = tf_connect(w.api.port);
+        s.fd[i] = tsock_connect(w.api.port);
         if (s.fd[i] >= 0) {
             fcntl(s.fd[i], F_SETFL, fcntl(s.fd[i], F_GETFL) | O_NONBLOCK);
             s.opened++;

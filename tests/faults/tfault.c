@@ -1,11 +1,9 @@
 /* tests/faults/tfault.c - the pipeline, a retrying client and the invariants of the fault tests */
 #include "tests/faults/tfault.h"
 
-#include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
-#include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
@@ -22,6 +20,7 @@
 #include "tests/support/tdb.h"
 #include "tests/support/thttp.h"
 #include "tests/support/tproc.h"
+#include "tests/support/tsock.h"
 
 #define REQUEST_TIMEOUT_MS 10000
 #define EVENT_DEADLINE_MS  90000
@@ -811,23 +810,6 @@ void tf_figures(const char *test, int crashes, int events, int faults, int garba
 
 /* ---- raw HTTP ------------------------------------------------------------------------------ */
 
-int tf_connect(int port)
-{
-    struct sockaddr_in sa = {0};
-    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-
-    if (fd < 0)
-        return -1;
-    sa.sin_family = AF_INET;
-    sa.sin_port = htons((uint16_t)port);
-    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    if (connect(fd, (struct sockaddr *)&sa, sizeof sa) != 0) {
-        close(fd);
-        return -1;
-    }
-    return fd;
-}
-
 static int status_of(const char *buf, size_t n)
 {
     int major, minor, code;
@@ -845,7 +827,7 @@ int tf_raw(int port, const void *data, size_t len, bool half_close, int timeout_
     const char *p = data;
     char buf[512];
     size_t got = 0, sent = 0;
-    int fd = tf_connect(port);
+    int fd = tsock_connect(port);
 
     if (fd < 0)
         return -2;

@@ -218,8 +218,6 @@ void tf_figures(const char *test, int crashes, int events, int faults, int garba
 
 /* ---- raw HTTP ------------------------------------------------------------------------------ */
 
-/* tf_connect - a TCP connection to 127.0.0.1:@port (blocking), -1 on failure. */
-int tf_connect(int port);
 
 /*
  * tf_raw - send @len bytes on a new connection (MSG_NOSIGNAL; a reset mid-way is fine), then

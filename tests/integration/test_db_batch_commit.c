@@ -14,7 +14,6 @@
  * the two cuts the connection right after the COMMIT's answer.
  */
 #include <arpa/inet.h>
-#include <netinet/in.h>
 #include <poll.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -26,6 +25,7 @@
 #include "shared/pg/db.h"
 #include "tests/support/tcheck.h"
 #include "tests/support/tdb.h"
+#include "tests/support/tsock.h"
 
 static const db_stmt stmts[] = {
     /* a row per item, as accept_batch() and settle_batch() answer */
@@ -65,19 +65,6 @@ typedef struct {
     int listen_fd, server_port;
 } cut_proxy;
 
-static int connect_local(int port)
-{
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    if (fd >= 0 && connect(fd, (struct sockaddr *)&a, sizeof a) != 0) {
-        close(fd);
-        fd = -1;
-    }
-    return fd;
-}
-
 static bool send_all(int fd, const char *p, size_t n)
 {
     while (n > 0) {
@@ -96,7 +83,7 @@ static bool send_all(int fd, const char *p, size_t n)
  * after which both ends close. */
 static void proxy_one(int listen_fd, int server_port, bool cut_after_commit)
 {
-    int c = accept(listen_fd, NULL, NULL), sv = connect_local(server_port);
+    int c = accept(listen_fd, NULL, NULL), sv = tsock_connect(server_port);
     static char buf[1 << 16];
     size_t have = 0;
     bool cut = false;
@@ -154,27 +141,24 @@ static void *cut_proxy_run(void *arg)
 static void commit_then_cut(void)
 {
     PGconn *pg = PQconnectdb(tdb_url(t));
-    struct sockaddr_in a = {.sin_family = AF_INET};
-    socklen_t alen = sizeof a;
-    cut_proxy px = {.listen_fd = socket(AF_INET, SOCK_STREAM, 0)};
+    int port = 0;
+    cut_proxy px = {.listen_fd = tsock_listen(1, &port)};
     pthread_t th;
     db_conn *db = NULL;
     bool at_commit;
     char url[512];
 
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    if (!CHECK(PQstatus(pg) == CONNECTION_OK) || !CHECK(px.listen_fd >= 0) ||
-        !CHECK(bind(px.listen_fd, (struct sockaddr *)&a, sizeof a) == 0) ||
-        !CHECK(listen(px.listen_fd, 1) == 0) ||
-        !CHECK(getsockname(px.listen_fd, (struct sockaddr *)&a, &alen) == 0)) {
+    if (!CHECK(PQstatus(pg) == CONNECTION_OK) || !CHECK(px.listen_fd >= 0)) {
         PQfinish(pg);
+        if (px.listen_fd >= 0)
+            close(px.listen_fd);
         return;
     }
     px.server_port = atoi(PQport(pg));
     /* plain messages from the first byte: no SSL or GSS negotiation to pass through */
     snprintf(url, sizeof url,
-             "host=127.0.0.1 port=%d dbname=%s user=%s sslmode=disable gssencmode=disable",
-             ntohs(a.sin_port), PQdb(pg), PQuser(pg));
+             "host=127.0.0.1 port=%d dbname=%s user=%s sslmode=disable gssencmode=disable", port,
+             PQdb(pg), PQuser(pg));
     PQfinish(pg);
     if (!CHECK(pthread_create(&th, NULL, cut_proxy_run, &px) == 0))
         return;
