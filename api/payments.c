@@ -163,6 +163,8 @@ static void accept_submit(const payments_deps *d, http_request *r)
         return;
     }
     st->canon = canon_dump(st->root);
+    json_decref(st->root); /* everything needed is in the payment and the canonical text */
+    st->root = NULL;
     if (st->canon == NULL) {
         problem_reply(r, d->metrics, 500, "internal-error", "Internal Error", "out of memory", NULL,
                       NULL);
