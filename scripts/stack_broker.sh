@@ -53,10 +53,12 @@ rabbit_env() {
     # Erlang distribution on loopback too, and never spawn an epmd we would not own.
     # -paygw_node is inert; it only marks the VM's command line as ours for pid checks.
     # +sbwt none: idle Erlang schedulers sleep instead of spinning; on a small host the spinning
-    # takes the CPU PostgreSQL and the API need and shows up as their tail latency. A cluster
-    # on one small host also gets one scheduler per node (+S 1:1): three VMs share 2 cores.
-    local sched=""
-    ((BROKER_NODES == 1)) || sched="+S 1:1 +SDio 1"
+    # takes the CPU PostgreSQL and the API need and shows up as their tail latency.
+    # One scheduler per node (BROKER_SCHEDULERS, +S N:N): the work here is one queue process and
+    # the channels that feed it, and a second scheduler mostly hands it between two threads and
+    # wakes them (decision 42); three VMs of a cluster on one small host share 2 cores anyway.
+    local sched="+S $BROKER_SCHEDULERS:$BROKER_SCHEDULERS"
+    ((BROKER_NODES == 1)) || sched+=" +SDio 1"
     export RABBITMQ_SERVER_ADDITIONAL_ERL_ARGS="-kernel inet_dist_use_interface {127,0,0,1} -start_epmd false +sbwt none +sbwtdcpu none +sbwtdio none $sched -paygw_node $N_NODE"
     export RABBITMQ_CTL_ERL_ARGS="-kernel inet_dist_use_interface {127,0,0,1} -start_epmd false" # never spawn a stray epmd
 }
