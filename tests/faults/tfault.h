@@ -218,7 +218,6 @@ void tf_figures(const char *test, int crashes, int events, int faults, int garba
 
 /* ---- raw HTTP ------------------------------------------------------------------------------ */
 
-
 /*
  * tf_raw - send @len bytes on a new connection (MSG_NOSIGNAL; a reset mid-way is fine), then
  * with @half_close shut the write side, and read the answer for up to @timeout_ms. Returns the
