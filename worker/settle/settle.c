@@ -36,7 +36,7 @@ typedef struct batch_state {
     inbox_item items[SETTLE_BATCH_MAX]; /* the valid ones, for the pre-check */
     bool seen[SETTLE_BATCH_MAX];        /* ...and what it found */
     int idx[SETTLE_BATCH_MAX], m;       /* items[k] is d[idx[k]] */
-    bool checked;                       /* the pre-check answered: the bank was called */
+    bool checked; /* the bank was called, and the pre-check answered where it ran */
 } batch_state;
 
 struct settle {
@@ -347,6 +347,45 @@ static void sync_duplicates(settle *s, delivery *batch, const int *idx, const bo
             decide(&batch[idx[k]], VERDICT_REQUEUE);
 }
 
+/* The inbox pre-check of the batch's valid deliveries; on failure all of them go back. */
+static bool precheck(settle *s, batch_state *bt)
+{
+    if (inbox_seen_many(s->db, bt->items, bt->m, bt->seen) == GW_OK)
+        return true;
+    for (int k = 0; k < bt->m; k++)
+        decide(&bt->d[bt->idx[k]], VERDICT_REQUEUE);
+    return false;
+}
+
+/*
+ * The in-process bank decides at once and costs nothing to ask again, so it is
+ * asked first and the pre-check runs only for a batch with an answer other than
+ * "executed": a known duplicate is acked whatever the bank says of it (triage()),
+ * and a duplicate the bank would settle is found by settle_batch() itself
+ * (INBOX_DUPLICATE) on a COMMIT that waits for the standby. One round trip per
+ * batch instead of two (docs/decisions.md, 43).
+ */
+static void open_batch_in_process(settle *s, batch_state *bt)
+{
+    bool all_ok = true;
+    int c = 0;
+
+    for (int k = 0; k < bt->m; k++)
+        bt->calls[k] = (bank_call){.p = &bt->d[bt->idx[k]].p, .attempt = bt->d[bt->idx[k]].attempt};
+    bank_send(s->bank, bt->slot, bt->calls, bt->m);
+    for (int k = 0; k < bt->m; k++) {
+        bt->seen[k] = false;
+        all_ok = all_ok && bt->calls[k].result == BANK_OK;
+    }
+    if (!all_ok && !precheck(s, bt))
+        return;
+    bt->checked = true;
+    for (int k = 0; k < bt->m; k++) /* decide_batch() pairs the calls with the unseen ones */
+        if (!bt->seen[k])
+            bt->calls[c++] = bt->calls[k];
+    bt->ncalls = c;
+}
+
 /* The first half of a batch: validated, pre-checked, and its bank calls sent. */
 static void open_batch(settle *s, batch_state *bt)
 {
@@ -361,12 +400,15 @@ static void open_batch(settle *s, batch_state *bt)
         bt->items[bt->m].bank_reference = NULL;
         bt->idx[bt->m++] = i;
     }
-    /* a cheap pre-check, so the bank is not called again for an effect already committed */
-    if (bt->m > 0 && inbox_seen_many(s->db, bt->items, bt->m, bt->seen) != GW_OK) {
-        for (int k = 0; k < bt->m; k++)
-            decide(&bt->d[bt->idx[k]], VERDICT_REQUEUE);
+    if (bt->m == 0)
+        return;
+    if (!bank_pipelined(s->bank)) {
+        open_batch_in_process(s, bt);
         return;
     }
+    /* a cheap pre-check, so the bank is not called again for an effect already committed */
+    if (!precheck(s, bt))
+        return;
     bt->checked = true;
     /* the bank, for every one not settled before: all at once (an HTTP bank: concurrently) */
     for (int k = 0; k < bt->m; k++)
@@ -376,8 +418,8 @@ static void open_batch(settle *s, batch_state *bt)
     bank_send(s->bank, bt->slot, bt->calls, bt->ncalls);
 }
 
-/* The second half: the bank's answers, one COMMIT for the batch (two round trips in all with
- * the pre-check), every delivery decided. */
+/* The second half: the bank's answers, one COMMIT for the batch (two round trips in all when
+ * the pre-check ran), every delivery decided. */
 static void decide_batch(settle *s, batch_state *bt)
 {
     if (!bt->checked)
