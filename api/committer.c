@@ -18,6 +18,7 @@
 #include "shared/lib/json_out.h"
 #include "shared/lib/log.h"
 #include "shared/lib/names.h"
+#include "shared/outbox.h"
 #include "shared/pg/db.h"
 
 #define MAX_THREADS CONFIG_MAX_COMMIT_THREADS
@@ -45,8 +46,8 @@ struct committer {
     int in_flight;           /* under lock: batches between BEGIN and their answers */
     struct timespec flight_start; /* under lock: since when the batch(es) in flight hold the rest */
     int max_batch;
-    metric *batch_size;  /* borrowed */
-    outbox_watch *watch; /* borrowed */
+    metric *batch_size; /* borrowed */
+    metric *wakeups;    /* borrowed: the relay's wake-ups that committed */
     db_conn *db[MAX_THREADS];
 };
 
@@ -59,6 +60,9 @@ struct committer {
 static const db_stmt committer_stmts[] = {
     {"accept_batch", "SELECT idx, outcome, response_body FROM accept_batch($1::jsonb), "
                      "(" DB_SYNC_WRITE ") AS sync"},
+    /* after the COMMIT, in the same round trip: a transaction of its own, which writes no WAL
+     * and so waits for neither the disk nor a standby (decision 4) */
+    {"wake_relay", "SELECT pg_notify('" OUTBOX_NOTIFY_CHANNEL "', '')"},
 };
 
 typedef struct worker_arg {
@@ -109,8 +113,9 @@ static void job_out(json_out *o, const accept_job *j)
  * none is answered 202: nothing of the batch is committed, or (*@at_commit) the
  * COMMIT's outcome is unknown.
  */
-static gw_err try_batch(db_conn *db, accept_job **jobs, int n, bool *at_commit)
+static gw_err try_batch(db_conn *db, accept_job **jobs, int n, bool *at_commit, int *wakeups)
 {
+    bool woke = false;
     json_out o = {0};
     PGresult *res = NULL;
     char *text = NULL;
@@ -127,7 +132,8 @@ static gw_err try_batch(db_conn *db, accept_job **jobs, int n, bool *at_commit)
     /* the point before the COMMIT comes before the round trip that carries it: a crash or an
      * error there commits nothing, as it did between the function and its COMMIT */
     if ((err = failpoint_hit("api.before_commit")) != GW_OK || (err = db_ensure(db)) != GW_OK ||
-        (err = db_batch_commit(db, "accept_batch", text, n, &res, at_commit)) != GW_OK)
+        (err = db_batch_commit_then(db, "accept_batch", text, n, "wake_relay", &res, at_commit,
+                                    &woke)) != GW_OK)
         goto out;
     for (int row = 0; row < n; row++) {
         int i = atoi(PQgetvalue(res, row, 0));
@@ -141,6 +147,7 @@ static gw_err try_batch(db_conn *db, accept_job **jobs, int n, bool *at_commit)
         snprintf(jobs[i]->answer, sizeof jobs[i]->answer, "%s", PQgetvalue(res, row, 2));
     }
 out:
+    *wakeups += woke;
     for (int i = 0; i < n; i++)
         jobs[i]->err = err; /* no COMMIT: none of them may get a 202 */
     PQclear(res);
@@ -162,29 +169,22 @@ static int by_payment_id(const void *a, const void *b)
  * fails its neighbours. A job that fails alone with GW_ERR_CONFLICT (a unique
  * violation) would fail so on every retry: its answer is final (decision 13).
  */
-static void run_batch(db_conn *db, accept_job **jobs, int n)
+static int run_batch(db_conn *db, accept_job **jobs, int n)
 {
     bool at_commit = false;
+    int wakeups = 0;
 
     qsort(jobs, (size_t)n, sizeof *jobs, by_payment_id);
     /* a failed COMMIT is no bad row: it would fail alone as well, and each alone would wait
      * as long (a COMMIT that waited for a standby in vain) */
-    if (try_batch(db, jobs, n, &at_commit) == GW_OK || n == 1 || at_commit ||
+    if (try_batch(db, jobs, n, &at_commit, &wakeups) == GW_OK || n == 1 || at_commit ||
         PQstatus(db_pg(db)) != CONNECTION_OK)
-        return;
+        return wakeups;
     log_warn("accept_batch_split", "jobs=%d", n);
     for (int i = 0; i < n; i++)
-        if (try_batch(db, &jobs[i], 1, &at_commit) != GW_OK)
+        if (try_batch(db, &jobs[i], 1, &at_commit, &wakeups) != GW_OK)
             log_warn("accept_row_failed", "event_id=%s", jobs[i]->p.event_id);
-}
-
-/* committed_new - whether the batch committed a payment (a replay writes none). */
-static bool committed_new(accept_job *const *jobs, int n)
-{
-    for (int i = 0; i < n; i++)
-        if (jobs[i]->err == GW_OK && jobs[i]->outcome == OUTCOME_ACCEPTED)
-            return true;
-    return false;
+    return wakeups;
 }
 
 /* may_start - under lock: a committer may take the queued jobs now. */
@@ -250,12 +250,7 @@ static void *committer_main(void *arg)
         pthread_mutex_unlock(&c->crew.lock);
 
         metrics_observe(c->batch_size, (double)n);
-        run_batch(db, batch, n);
-        /* once a batch, not once a payment: the jobs are answered one by one on other
-         * threads, and a wake-up sent between two of them made a second one for rows the
-         * relay had already been woken for */
-        if (committed_new(batch, n))
-            outbox_watch_committed(c->watch);
+        metrics_add(c->wakeups, run_batch(db, batch, n));
         log_hold(); /* the batch's lines (api/payments.c, accept_done()) in one write */
         for (int i = 0; i < n; i++)
             batch[i]->done(batch[i]->arg); /* the job may be freed from here on */
@@ -273,7 +268,7 @@ static void *committer_main(void *arg)
 }
 
 gw_err committer_start(const char *url, int threads, int max_batch, metric *batch_size,
-                       outbox_watch *watch, committer **out)
+                       metric *wakeups, committer **out)
 {
     committer *c;
 
@@ -286,13 +281,14 @@ gw_err committer_start(const char *url, int threads, int max_batch, metric *batc
         return GW_ERR_NOMEM;
     c->max_batch = max_batch > 0 ? max_batch : 64;
     c->batch_size = batch_size;
-    c->watch = watch;
+    c->wakeups = wakeups;
     crew_init(&c->crew);
     for (int i = 0; i < threads; i++) {
         worker_arg *wa = malloc(sizeof *wa);
 
         if (wa == NULL ||
-            db_open(url, "payments-api-commit", committer_stmts, 1, true, &c->db[i]) != GW_OK) {
+            db_open(url, "payments-api-commit", committer_stmts,
+                    sizeof committer_stmts / sizeof committer_stmts[0], true, &c->db[i]) != GW_OK) {
             free(wa);
             committer_stop(c);
             return GW_ERR_NOMEM;

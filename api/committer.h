@@ -4,7 +4,6 @@
 
 #include <stddef.h>
 
-#include "api/outbox_watch.h"
 #include "shared/lib/err.h"
 #include "shared/lib/metrics.h"
 #include "shared/payment.h"
@@ -44,11 +43,12 @@ typedef struct committer committer;
  * GW_ERR_INVALID), each with its own connection to @url,
  * each taking up to @max_batch queued jobs into one transaction
  * (accept_batch(), sql/0011); each batch's size goes to @batch_size, a
- * histogram (borrowed). A batch that committed a new payment tells @watch
- * (borrowed) once, after its COMMIT. Owned by the caller (committer_stop()).
+ * histogram (borrowed). Each batch's round trip carries the relay's wake-up
+ * after its COMMIT; @wakeups (a counter, borrowed) counts those that
+ * committed. Owned by the caller (committer_stop()).
  */
 GW_MUSTCHECK gw_err committer_start(const char *url, int threads, int max_batch, metric *batch_size,
-                                    outbox_watch *watch, committer **out);
+                                    metric *wakeups, committer **out);
 
 /* committer_stop - finish every queued job, then stop and free. Accepts NULL. */
 void committer_stop(committer *c);

@@ -139,7 +139,7 @@ int main(void)
         GW_OK)
         goto cleanup;
     if (committer_start(cfg->database_url, cfg->commit_threads, COMMIT_MAX_BATCH,
-                        am.commit_batch_size, app.payments.watch, &app.payments.committer) != GW_OK)
+                        am.commit_batch_size, am.notify_sent, &app.payments.committer) != GW_OK)
         goto cleanup;
 
     if (dlq_new(cfg, app.payments.pool, &am, &app.dlq) != GW_OK)

@@ -1,4 +1,5 @@
-/* api/outbox_watch.c - one thread, one connection, two cheap duties (and the key expiry's clock) */
+/* api/outbox_watch.c - one thread, one connection: the backlog's estimate, the key expiry's clock
+ */
 #include "api/outbox_watch.h"
 
 #include <pthread.h>
@@ -9,14 +10,11 @@
 
 #include "api/key_expiry.h"
 #include "shared/lib/crew.h"
-#include "shared/lib/deadline.h"
 #include "shared/lib/log.h"
-#include "shared/outbox.h"
 #include "shared/pg/db.h"
 
 struct outbox_watch {
-    crew crew;           /* one thread; its lock guards what is marked "under lock" */
-    bool notify_pending; /* under lock */
+    crew crew; /* one thread; its lock holds its stop */
     atomic_bool over_limit;
     long max_backlog;
     key_expiry expiry; /* ticked by each refresh */
@@ -53,53 +51,21 @@ static void refresh_backlog(outbox_watch *w)
     key_expiry_tick(&w->expiry, w->db);
 }
 
-static void send_notify(outbox_watch *w)
-{
-    if (db_ensure(w->db) != GW_OK)
-        return; /* the relay polls too: a lost wake-up only delays */
-    if (db_exec(w->db, "NOTIFY " OUTBOX_NOTIFY_CHANNEL) == GW_OK)
-        metrics_add(w->m->notify_sent, 1);
-}
-
-/*
- * At most one NOTIFY per NOTIFY_GAP_NS. A NOTIFY is a transaction of its own and
- * wakes the relay's backend and the relay; one per group commit cost more CPU than
- * the commits. The first commit after a quiet spell still notifies at once; the
- * later ones wait at most the gap, and a relay that is busy finds them anyway.
- */
-#define NOTIFY_GAP_NS 2000000L
-
 static void *watch_main(void *arg)
 {
     outbox_watch *w = arg;
-    struct timespec next, notify_at;
+    struct timespec next;
 
-    clock_gettime(CLOCK_REALTIME, &next);
-    notify_at = next;
     pthread_mutex_lock(&w->crew.lock);
     while (!w->crew.stopping) {
-        struct timespec now, until = next;
-
-        clock_gettime(CLOCK_REALTIME, &now);
-        if (w->notify_pending && deadline_passed(&notify_at, &now)) {
-            w->notify_pending = false; /* everything committed so far rides on this one */
-            pthread_mutex_unlock(&w->crew.lock);
-            send_notify(w);
-            pthread_mutex_lock(&w->crew.lock);
-            notify_at = deadline_after(now, NOTIFY_GAP_NS);
-            continue;
-        }
-        if (deadline_passed(&next, &now)) {
-            pthread_mutex_unlock(&w->crew.lock);
-            refresh_backlog(w);
-            pthread_mutex_lock(&w->crew.lock);
-            clock_gettime(CLOCK_REALTIME, &next);
-            next.tv_sec += 1;
-            continue;
-        }
-        if (w->notify_pending && !deadline_passed(&until, &notify_at))
-            until = notify_at;
-        pthread_cond_timedwait(&w->crew.wake, &w->crew.lock, &until);
+        pthread_mutex_unlock(&w->crew.lock);
+        refresh_backlog(w);
+        pthread_mutex_lock(&w->crew.lock);
+        clock_gettime(CLOCK_REALTIME, &next);
+        next.tv_sec += 1;
+        while (!w->crew.stopping &&
+               pthread_cond_timedwait(&w->crew.wake, &w->crew.lock, &next) == 0)
+            ;
     }
     pthread_mutex_unlock(&w->crew.lock);
     return NULL;
@@ -130,21 +96,9 @@ void outbox_watch_stop(outbox_watch *w)
     if (w == NULL)
         return;
     crew_stop(&w->crew);
-    if (w->notify_pending)
-        send_notify(w); /* the last commits still wake the relay */
     db_close(w->db);
     crew_deinit(&w->crew);
     free(w);
-}
-
-void outbox_watch_committed(outbox_watch *w)
-{
-    pthread_mutex_lock(&w->crew.lock);
-    if (!w->notify_pending) {
-        w->notify_pending = true;
-        pthread_cond_signal(&w->crew.wake);
-    }
-    pthread_mutex_unlock(&w->crew.lock);
 }
 
 bool outbox_watch_over_limit(const outbox_watch *w)

@@ -373,35 +373,43 @@ PGresult *db_prepared(db_conn *db, const char *name, int n, const char *const *p
  * an accept with no standby answered in 11 s).
  */
 static PGresult *pipelined(db_conn *db, bool begin, const char *name, int n,
-                           const char *const *params, bool commit, bool *began, bool *committed)
+                           const char *const *params, bool commit, const char *then, bool *began,
+                           bool *committed, bool *then_ok)
 {
-    PGresult *begun = NULL, *res = NULL, *done = NULL, *sync = NULL;
+    PGresult *begun = NULL, *res = NULL, *done = NULL, *after = NULL, *sync = NULL;
     bool sent, whole;
 
-    *began = *committed = false;
+    *began = *committed = *then_ok = false;
     if (!PQenterPipelineMode(db->pg))
         return NULL;
     sent = (!begin || PQsendQueryParams(db->pg, "BEGIN", 0, NULL, NULL, NULL, NULL, 0)) &&
            PQsendQueryPrepared(db->pg, name, n, params, NULL, NULL, 0) &&
            (!commit || (PQsendFlushRequest(db->pg) &&
                         PQsendQueryParams(db->pg, "COMMIT", 0, NULL, NULL, NULL, NULL, 0))) &&
+           (then == NULL || PQsendQueryPrepared(db->pg, then, 0, NULL, NULL, NULL, 0)) &&
            PQpipelineSync(db->pg);
     if (sent) {
         begun = begin ? await_result(db, DB_WAIT_MS) : NULL;
         res = await_result(db, DB_WAIT_MS);
         done = commit ? await_result(db, DB_COMMIT_WAIT_MS) : NULL;
+        after = then != NULL ? await_result(db, DB_WAIT_MS) : NULL;
         sync = await_result(db, DB_WAIT_MS);
     }
     /* an error in the BEGIN aborts the statement: its result then says so */
     whole = (!begin || begun != NULL) && res != NULL && (!commit || done != NULL) &&
-            PQresultStatus(sync) == PGRES_PIPELINE_SYNC;
+            (then == NULL || after != NULL) && PQresultStatus(sync) == PGRES_PIPELINE_SYNC;
     *began = begin && PQresultStatus(begun) == PGRES_COMMAND_OK;
     /* A COMMIT that answered has committed, whatever comes after it: a server told to stop
      * while it committed ends the session once the COMMIT is done, before the Sync's answer
      * (tests/faults db_restart answered such a batch 503, its retry a replay). */
     *committed = commit && res != NULL && PQresultStatus(done) == PGRES_COMMAND_OK;
+    /* @then ran after the COMMIT (PostgreSQL skips it when anything before it failed), in a
+     * transaction of its own that the Sync commits */
+    *then_ok = *committed && PQresultStatus(after) == PGRES_TUPLES_OK &&
+               PQresultStatus(sync) == PGRES_PIPELINE_SYNC;
     PQclear(begun);
     PQclear(done);
+    PQclear(after);
     PQclear(sync);
     if (!PQexitPipelineMode(db->pg) || !whole) {
         /* results still on the way: the session is in no state to reuse */
@@ -416,8 +424,10 @@ static PGresult *pipelined(db_conn *db, bool begin, const char *name, int n,
 
 PGresult *db_begin_prepared(db_conn *db, const char *name, int n, const char *const *params)
 {
-    bool began = false, committed;
-    PGresult *res = db->pg ? pipelined(db, true, name, n, params, false, &began, &committed) : NULL;
+    bool began = false, committed, then_ok;
+    PGresult *res =
+        db->pg ? pipelined(db, true, name, n, params, false, NULL, &began, &committed, &then_ok)
+               : NULL;
 
     /* like db_begin(): a connection that died while idle is noticed by its BEGIN, and then
      * nothing ran, so once more on a fresh one is safe. A statement that ran and broke the
@@ -425,7 +435,7 @@ PGresult *db_begin_prepared(db_conn *db, const char *name, int n, const char *co
     if (!began && (PQstatus(db->pg) != CONNECTION_OK || !db->ready)) {
         PQclear(res);
         res = db_ensure(db) == GW_OK
-                  ? pipelined(db, true, name, n, params, false, &began, &committed)
+                  ? pipelined(db, true, name, n, params, false, NULL, &began, &committed, &then_ok)
                   : NULL;
     }
     sync_wait_ended(db); /* nothing commits here */
@@ -434,8 +444,10 @@ PGresult *db_begin_prepared(db_conn *db, const char *name, int n, const char *co
 
 gw_err db_prepared_commit(db_conn *db, const char *name, int n, const char *const *params)
 {
-    bool began, committed = false;
-    PGresult *res = db->pg ? pipelined(db, false, name, n, params, true, &began, &committed) : NULL;
+    bool began, committed = false, then_ok;
+    PGresult *res =
+        db->pg ? pipelined(db, false, name, n, params, true, NULL, &began, &committed, &then_ok)
+               : NULL;
     gw_err err = db_check(res, PGRES_COMMAND_OK, name);
 
     PQclear(res);
@@ -515,16 +527,25 @@ gw_err db_prepared_rows(db_conn *db, const char *name, int a, int b, long *rows)
 gw_err db_batch_commit(db_conn *db, const char *name, const char *json, int n, PGresult **res,
                        bool *at_commit)
 {
+    bool then_ok;
+
+    return db_batch_commit_then(db, name, json, n, NULL, res, at_commit, &then_ok);
+}
+
+gw_err db_batch_commit_then(db_conn *db, const char *name, const char *json, int n,
+                            const char *then, PGresult **res, bool *at_commit, bool *then_ok)
+{
     const char *params[1] = {json};
     bool began = false, committed = false;
     gw_err err;
 
-    *res = db->pg ? pipelined(db, true, name, 1, params, true, &began, &committed) : NULL;
+    *res = db->pg ? pipelined(db, true, name, 1, params, true, then, &began, &committed, then_ok)
+                  : NULL;
     /* as in db_begin_prepared(): a BEGIN that found the connection dead ran nothing */
     if (!began && (PQstatus(db->pg) != CONNECTION_OK || !db->ready)) {
         PQclear(*res);
         *res = db_ensure(db) == GW_OK
-                   ? pipelined(db, true, name, 1, params, true, &began, &committed)
+                   ? pipelined(db, true, name, 1, params, true, then, &began, &committed, then_ok)
                    : NULL;
     }
     err = db_check(*res, PGRES_TUPLES_OK, name);

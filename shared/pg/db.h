@@ -173,6 +173,16 @@ GW_MUSTCHECK gw_err db_batch_commit(db_conn *db, const char *name, const char *j
                                     PGresult **res, bool *at_commit);
 
 /*
+ * db_batch_commit_then - db_batch_commit(), and in the same round trip, once
+ * the COMMIT is done, prepared statement @then (no parameters) in a transaction
+ * of its own: the relay's wake-up after an accept batch. *@then_ok when it ran
+ * and committed; whether it did changes nothing in the batch's result.
+ */
+GW_MUSTCHECK gw_err db_batch_commit_then(db_conn *db, const char *name, const char *json, int n,
+                                         const char *then, PGresult **res, bool *at_commit,
+                                         bool *then_ok);
+
+/*
  * db_check_schema - GW_OK when schema_migrations is at DB_SCHEMA_VERSION;
  * otherwise logs both versions and returns GW_ERR_INVALID (GW_ERR_DB when
  * the query itself fails).

@@ -12,6 +12,11 @@
  * A COMMIT that answered has committed even when the session ends before the
  * pipeline's Sync is answered (a server told to stop does that): a proxy between
  * the two cuts the connection right after the COMMIT's answer.
+ *
+ * db_batch_commit_then() adds a statement after the COMMIT in the same round trip
+ * (the API's wake-up of the relay, docs/decisions.md 4): it runs and commits on its
+ * own after a batch that committed, never after one that did not, and its failure
+ * changes nothing in the batch's result.
  */
 #include <arpa/inet.h>
 #include <poll.h>
@@ -41,7 +46,11 @@ static const db_stmt stmts[] = {
     /* runs, then ends its own session: the sequence counts how often it ran */
     {"cut", "SELECT nextval('ran'), pg_terminate_backend(pg_backend_pid()) "
             "FROM jsonb_array_elements($1::jsonb)"},
+    /* what db_batch_commit_then() runs after the COMMIT */
+    {"then_put", "INSERT INTO a DEFAULT VALUES RETURNING n"},
+    {"then_fail", "SELECT 1 / 0"},
 };
+#define NSTMTS (sizeof stmts / sizeof stmts[0])
 
 static tdb *t;
 
@@ -162,7 +171,7 @@ static void commit_then_cut(void)
     PQfinish(pg);
     if (!CHECK(pthread_create(&th, NULL, cut_proxy_run, &px) == 0))
         return;
-    if (CHECK(db_open(url, "test_db_batch_commit_cut", stmts, 4, false, &db) == GW_OK)) {
+    if (CHECK(db_open(url, "test_db_batch_commit_cut", stmts, NSTMTS, false, &db) == GW_OK)) {
         CHECK(batch(db, "put", "[9]", 1, &at_commit) == GW_OK);
         CHECK_INT(tdb_long(t, "SELECT count(*) FROM t WHERE k = 9", NULL), 1);
         /* the cut session is not used again: the next batch runs on a new one */
@@ -173,6 +182,21 @@ static void commit_then_cut(void)
     shutdown(px.listen_fd, SHUT_RDWR); /* wakes an accept() still waiting */
     pthread_join(th, NULL);
     close(px.listen_fd);
+}
+
+/* db_batch_commit_then(): the batch's result, and *@then_ok. */
+static gw_err batch_then(db_conn *db, const char *name, const char *json, int n, const char *then,
+                         bool *at_commit, bool *then_ok)
+{
+    PGresult *res = NULL;
+    gw_err err;
+
+    *at_commit = *then_ok = false;
+    err = db_batch_commit_then(db, name, json, n, then, &res, at_commit, then_ok);
+    CHECK((err == GW_OK) == (res != NULL));
+    PQclear(res);
+    CHECK(PQtransactionStatus(db_pg(db)) == PQTRANS_IDLE);
+    return err;
 }
 
 static long long rows_in(const char *table)
@@ -186,14 +210,15 @@ static long long rows_in(const char *table)
 static void run(void)
 {
     db_conn *db = NULL;
-    bool at_commit;
+    bool at_commit, then_ok;
 
     if (!CHECK(tdb_exec(t, "CREATE TABLE t (k int PRIMARY KEY)", NULL)) ||
+        !CHECK(tdb_exec(t, "CREATE TABLE a (n serial PRIMARY KEY)", NULL)) ||
         !CHECK(tdb_exec(t, "CREATE TABLE p (k int PRIMARY KEY)", NULL)) ||
         !CHECK(tdb_exec(t, "CREATE TABLE d (k int REFERENCES p (k) DEFERRABLE INITIALLY DEFERRED)",
                         NULL)) ||
         !CHECK(tdb_exec(t, "CREATE SEQUENCE ran", NULL)) ||
-        !CHECK(db_open(tdb_url(t), "test_db_batch_commit", stmts, 4, false, &db) == GW_OK))
+        !CHECK(db_open(tdb_url(t), "test_db_batch_commit", stmts, NSTMTS, false, &db) == GW_OK))
         goto out;
 
     /* committed when it returns, seen by another session at once, nothing left open */
@@ -239,6 +264,24 @@ static void run(void)
 
     commit_then_cut();
     CHECK_INT(rows_in("t"), 9);
+
+    /* after a batch that committed: run and committed (another session sees its row) */
+    CHECK(batch_then(db, "put", "[11]", 1, "then_put", &at_commit, &then_ok) == GW_OK);
+    CHECK(then_ok);
+    CHECK_INT(rows_in("a"), 1);
+    /* after a batch that committed nothing, or whose COMMIT failed: skipped */
+    CHECK(batch_then(db, "put", "[12, 11]", 2, "then_put", &at_commit, &then_ok) ==
+          GW_ERR_CONFLICT);
+    CHECK(!at_commit && !then_ok);
+    CHECK(batch_then(db, "late", "[13]", 1, "then_put", &at_commit, &then_ok) != GW_OK);
+    CHECK(at_commit && !then_ok);
+    CHECK_INT(rows_in("a"), 1);
+    /* its own failure: the batch committed all the same, and the session goes on */
+    CHECK(batch_then(db, "put", "[14]", 1, "then_fail", &at_commit, &then_ok) == GW_OK);
+    CHECK(!then_ok);
+    CHECK_INT(tdb_long(t, "SELECT count(*) FROM t WHERE k = 14", NULL), 1);
+    CHECK(batch(db, "put", "[15]", 1, &at_commit) == GW_OK);
+    CHECK_INT(rows_in("t"), 12);
 out:
     db_close(db);
 }
