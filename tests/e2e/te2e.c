@@ -366,8 +366,14 @@ static tmq_pub relay_pub(const char *event_id, const char *body)
 
 bool te2e_publish_event(tmq *m, const char *event_id, const char *body)
 {
+    return te2e_publish_attempt(m, event_id, body, 1);
+}
+
+bool te2e_publish_attempt(tmq *m, const char *event_id, const char *body, int attempt)
+{
     tmq_pub p = relay_pub(event_id, body);
 
+    p.attempt = attempt;
     return tmq_publish(m, &p) == 1;
 }
 

@@ -134,6 +134,9 @@ char *te2e_payment_json(const char *event_id, const char *payment_id, long long 
  */
 bool te2e_publish_event(tmq *m, const char *event_id, const char *body);
 
+/* te2e_publish_attempt - te2e_publish_event() with x-attempt @attempt (a retry's copy). */
+bool te2e_publish_attempt(tmq *m, const char *event_id, const char *body, int attempt);
+
 /*
  * te2e_publish_events - events 1..@n of @prefix (te2e_body()) published as
  * te2e_publish_event() does, but many at a time: confirms are awaited every

@@ -41,20 +41,6 @@ static long long prechecks(void)
                     NULL);
 }
 
-static bool publish(tmq *m, const char *event_id, const char *body, int attempt)
-{
-    tmq_pub p = {
-        .exchange = "payments.events",
-        .routing_key = "payment.pix.approved",
-        .body = body,
-        .message_id = event_id,
-        .attempt = attempt,
-        .mandatory = true,
-    };
-
-    return tmq_publish(m, &p) == 1;
-}
-
 static void run(void)
 {
     const char *env[] = {"BANK_SIM_RULES=001/" LATE_ACCOUNT ":fail-first=2",
@@ -74,16 +60,16 @@ static void run(void)
         goto out;
 
     /* every answer "executed": the duplicate is found by the settle itself */
-    CHECK(publish(m, PLAIN_EVENT, plain, 1));
+    CHECK(te2e_publish_attempt(m, PLAIN_EVENT, plain, 1));
     CHECK_INT(te2e_wait_metric(&worker, 1, "paygw_worker_settled_total", 1, 20000), 1);
-    CHECK(publish(m, PLAIN_EVENT, plain, 1));
+    CHECK(te2e_publish_attempt(m, PLAIN_EVENT, plain, 1));
     CHECK_INT(te2e_wait_metric(&worker, 1, "paygw_worker_duplicates_skipped_total", 1, 20000), 1);
     CHECK_INT(prechecks(), 0);
 
     /* a "transient" answer for a copy whose effect is committed: the pre-check decides */
-    CHECK(publish(m, LATE_EVENT, late, 3));
+    CHECK(te2e_publish_attempt(m, LATE_EVENT, late, 3));
     CHECK_INT(te2e_wait_metric(&worker, 1, "paygw_worker_settled_total", 2, 20000), 2);
-    CHECK(publish(m, LATE_EVENT, late, 1));
+    CHECK(te2e_publish_attempt(m, LATE_EVENT, late, 1));
     CHECK_INT(te2e_wait_metric(&worker, 1, "paygw_worker_duplicates_skipped_total", 2, 20000), 2);
     CHECK(prechecks() >= 1);
     tproc_sleep_ms(1500); /* a copy sent to the 1 s delay queue would be back by now */
