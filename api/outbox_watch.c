@@ -1,5 +1,4 @@
-/* api/outbox_watch.c - one thread, one connection: the backlog's estimate, the key expiry's clock
- */
+/* api/outbox_watch.c - one thread, one connection: the backlog estimate, the key expiry's clock */
 #include "api/outbox_watch.h"
 
 #include <pthread.h>
