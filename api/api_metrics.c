@@ -40,7 +40,7 @@ void api_metrics_init(api_metrics *m)
     m->outbox_oldest_age = metrics_gauge(m->registry, "paygw_outbox_oldest_pending_age_seconds",
                                          NULL, "Age of the oldest unpublished outbox row.");
     m->notify_sent = metrics_counter(m->registry, "paygw_api_relay_wakeups_total", NULL,
-                                     "Coalesced NOTIFYs sent to the relay after commits.");
+                                     "Relay wake-ups committed after accept batches, one a batch.");
     m->commit_batch_size = metrics_histogram(m->registry, "paygw_api_commit_batch_size", NULL,
                                              "Accepts per group-commit transaction.",
                                              metrics_batch_bounds, metrics_batch_nbounds);
